@@ -1,0 +1,51 @@
+"""Settings of the emulated vLLM server: latency model, capacity and faults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["FAULT_KINDS", "EmulatorConfig"]
+
+#: Faults the emulator can inject, by the name used in ``--fault`` and ``X-Emulator-Fault``.
+FAULT_KINDS = ("429", "500", "503", "refuse", "drop", "malformed", "stall", "no_done")
+
+
+@dataclass(slots=True)
+class EmulatorConfig:
+    """The emulator's latency model. Defaults resemble a loaded real deployment.
+
+    TTFT = queue wait (``max_num_seqs`` slots) + ``ttft_s`` + ``prefill_s_per_token`` x prompt
+    tokens; then one chunk of ``tokens_per_chunk`` tokens every ``itl_s`` x tokens_per_chunk,
+    each deadline jittered by up to ±``jitter_s``. Deadlines are absolute, so delays never
+    accumulate.
+    """
+
+    model: str = "tokenstorm-emulated"
+    ttft_s: float = 0.25
+    prefill_s_per_token: float = 0.0001
+    itl_s: float = 0.02
+    jitter_s: float = 0.0
+    tokens_per_chunk: int = 1
+    max_num_seqs: int = 256
+    max_model_len: int = 131072
+    kv_cache_tokens: int = 1_000_000
+    natural_output_tokens: int = 200
+    empty_chunk_share: float = 0.0
+    reasoning_share: float = 0.3
+    seed: int = 0
+    faults: dict[str, float] = field(default_factory=dict)
+    stall_s: float = 3600.0
+    truth_log: str | None = None
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` with a one-line reason if a setting makes no sense."""
+        for name in ("ttft_s", "prefill_s_per_token", "itl_s", "jitter_s"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0")
+        if self.tokens_per_chunk < 1 or self.max_num_seqs < 1:
+            raise ValueError("tokens_per_chunk and max_num_seqs must be >= 1")
+        for kind, prob in self.faults.items():
+            if kind not in FAULT_KINDS:
+                raise ValueError(f"unknown fault {kind!r}; known: {', '.join(FAULT_KINDS)}")
+            if not 0.0 <= prob <= 1.0:
+                raise ValueError(f"fault {kind} probability must be in [0, 1]")

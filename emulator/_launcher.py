@@ -1,0 +1,62 @@
+"""Start the emulator as a child process on a free loopback port and stop it again."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from typing import IO
+
+__all__ = ["EmulatorProcess"]
+
+_READY_PREFIX = "tokenstorm emulator (SIMULATED vLLM) listening on "
+
+
+class EmulatorProcess:
+    """A running ``python -m emulator``; ``url`` is where it listens.
+
+    Use as a context manager, or call :meth:`stop`. Extra CLI flags (``--ttft-ms 300``,
+    ``--fault drop=1``...) are passed through.
+    """
+
+    def __init__(self, *args: str, startup_timeout_s: float = 20.0) -> None:
+        cmd = [sys.executable, "-m", "emulator", "--port", "0", *args]
+        env = dict(os.environ)
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+        self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        self.url = self._wait_ready(startup_timeout_s)
+
+    def _wait_ready(self, timeout_s: float) -> str:
+        assert self._proc.stdout is not None
+        deadline = time.monotonic() + timeout_s
+        out: IO[str] = self._proc.stdout
+        while time.monotonic() < deadline:
+            line = out.readline()
+            if line.startswith(_READY_PREFIX):
+                return line[len(_READY_PREFIX):].strip()
+            if not line and self._proc.poll() is not None:
+                err = self._proc.stderr.read() if self._proc.stderr else ""
+                raise RuntimeError(f"emulator exited with {self._proc.returncode}: {err.strip()[-500:]}")
+        self.stop()
+        raise RuntimeError(f"emulator did not start within {timeout_s:g} s")
+
+    def stop(self) -> None:
+        """Terminate the emulator process."""
+        if self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        for stream in (self._proc.stdout, self._proc.stderr):
+            if stream is not None:
+                stream.close()
+
+    def __enter__(self) -> EmulatorProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,401 @@
+"""The emulated vLLM OpenAI-compatible server (asyncio, HTTP/1.1 keep-alive, chunked SSE).
+
+It runs in its own process so that the load generator's gevent scheduling never leaks into
+the timings it imposes. Every chunk is written at an absolute deadline on the event loop's
+monotonic clock, and the times it was really written are kept per request (``/emulator/truth``
+and the optional truth log) so tests can compare the client's measurements with the truth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import random
+import socket
+import struct
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from ._config import FAULT_KINDS, EmulatorConfig
+from ._metrics import EmulatorMetrics
+
+__all__ = ["EmulatorServer"]
+
+_WORDS = (
+    "the model returns tokens at a steady pace while the scheduler batches requests and the "
+    "cache holds keys values for every sequence in flight 合同 违约 责任 条款 def return self"
+).split()
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests",
+            500: "Internal Server Error", 503: "Service Unavailable"}
+
+
+@dataclass(slots=True)
+class _Truth:
+    request_id: str
+    fault: str | None
+    prompt_tokens: int
+    output_tokens: int
+    imposed_ttft_s: float
+    imposed_itl_s: float
+    queue_s: float = 0.0
+    ttft_s: float | None = None
+    itl_s: list[float] = field(default_factory=list)
+
+
+class _Request:
+    __slots__ = ("body", "headers", "method", "path")
+
+    def __init__(self, method: str, path: str, headers: dict[str, str], body: bytes) -> None:
+        self.method = method
+        self.path = path
+        self.headers = headers
+        self.body = body
+
+
+class EmulatorServer:
+    """Serves ``/v1/models``, ``/v1/chat/completions``, ``/v1/completions``, ``/health``, ``/metrics``."""
+
+    def __init__(self, config: EmulatorConfig) -> None:
+        config.validate()
+        self.config = config
+        self.metrics = EmulatorMetrics(config.model)
+        self._rng = random.Random(config.seed)
+        self._slots = asyncio.Semaphore(config.max_num_seqs)
+        self._running = 0
+        self._waiting = 0
+        self._kv_tokens = 0
+        self._truths: deque[_Truth] = deque(maxlen=20000)
+        self._truth_fh: TextIO | None = open(config.truth_log, "a") if config.truth_log else None  # noqa: SIM115
+        self._server: asyncio.Server | None = None
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
+        """Start listening; return the bound port."""
+        self._server = await asyncio.start_server(self._serve_connection, host, port, backlog=4096)
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def serve_forever(self) -> None:
+        """Run until cancelled."""
+        assert self._server is not None
+        async with self._server:
+            await self._server.serve_forever()
+
+    # -- HTTP plumbing ------------------------------------------------------------------
+    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            while True:
+                req = await _read_request(reader)
+                if req is None:
+                    break
+                keep_alive = await self._dispatch(req, writer)
+                if not keep_alive:
+                    break
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
+            pass
+        finally:
+            if not writer.transport.is_closing():
+                writer.close()
+
+    async def _dispatch(self, req: _Request, writer: asyncio.StreamWriter) -> bool:
+        path = req.path.split("?", 1)[0]
+        if req.method == "GET" and path == "/health":
+            return await _send(writer, 200, b"", "text/plain")
+        if req.method == "GET" and path == "/v1/models":
+            body = {"object": "list", "data": [{"id": self.config.model, "object": "model",
+                                                "owned_by": "tokenstorm", "max_model_len":
+                                                self.config.max_model_len}]}
+            return await _send_json(writer, 200, body)
+        if req.method == "GET" and path == "/metrics":
+            self._refresh_gauges()
+            return await _send(writer, 200, self.metrics.render(), "text/plain; version=0.0.4")
+        if req.method == "GET" and path == "/emulator/truth":
+            return await _send_json(writer, 200, [_truth_dict(t) for t in self._truths])
+        if req.method == "GET" and path == "/emulator/config":
+            return await _send_json(writer, 200, {"ttft_s": self.config.ttft_s, "itl_s": self.config.itl_s,
+                                                  "max_num_seqs": self.config.max_num_seqs})
+        if req.method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
+            return await self._completion(req, writer, chat=path.endswith("chat/completions"))
+        return await _send_json(writer, 404, {"error": {"message": f"no route {path}", "code": 404}})
+
+    # -- completions --------------------------------------------------------------------
+    async def _completion(self, req: _Request, writer: asyncio.StreamWriter, chat: bool) -> bool:
+        arrived = time.perf_counter()
+        try:
+            body = json.loads(req.body)
+            if not isinstance(body, dict):
+                raise ValueError("body is not an object")
+        except ValueError as exc:
+            return await _send_json(writer, 400, {"error": {"message": f"invalid JSON body: {exc}",
+                                                            "type": "BadRequestError", "code": 400}})
+        fault = self._pick_fault(req.headers.get("x-emulator-fault"))
+        if fault == "refuse":
+            _reset(writer)
+            return False
+        if fault in ("429", "500", "503"):
+            status = int(fault)
+            return await _send_json(writer, status, {"error": {"message": f"emulated HTTP {status}",
+                                                               "type": "EmulatedError", "code": status}})
+        prompt_tokens = _estimate_prompt_tokens(body, chat)
+        max_tokens = body.get("max_tokens") or body.get("max_completion_tokens")
+        if not isinstance(max_tokens, int) or max_tokens < 1:
+            max_tokens = max(1, self.config.max_model_len - prompt_tokens)
+        if body.get("ignore_eos"):
+            output_tokens, finish = max_tokens, "length"
+        else:
+            natural = max(1, int(self._rng.lognormvariate(math.log(self.config.natural_output_tokens), 0.5)))
+            output_tokens, finish = (natural, "stop") if natural < max_tokens else (max_tokens, "length")
+        ctk = body.get("chat_template_kwargs") or {}
+        thinking = chat and isinstance(ctk, dict) and bool(ctk.get("enable_thinking"))
+        reasoning_tokens = int(output_tokens * self.config.reasoning_share) if thinking else 0
+        truth = _Truth(req.headers.get("x-request-id", uuid.uuid4().hex), fault, prompt_tokens, output_tokens,
+                       self.config.ttft_s + self.config.prefill_s_per_token * prompt_tokens, self.config.itl_s)
+        stream = bool(body.get("stream"))
+        opts = body.get("stream_options") or {}
+        include_usage = isinstance(opts, dict) and bool(opts.get("include_usage"))
+        continuous = isinstance(opts, dict) and bool(opts.get("continuous_usage_stats"))
+        plan = _Plan(chat, str(body.get("model", self.config.model)), prompt_tokens, output_tokens, finish,
+                     reasoning_tokens, include_usage, continuous)
+
+        self._waiting += 1
+        try:
+            await self._slots.acquire()
+        finally:
+            self._waiting -= 1
+        self._running += 1
+        self._kv_tokens += prompt_tokens
+        start = time.perf_counter()
+        truth.queue_s = start - arrived
+        self.metrics.prompt_tokens.labels(**self.metrics.lab()).inc(prompt_tokens)
+        generated = 0
+        try:
+            if stream:
+                keep, generated = await self._stream(writer, plan, truth, arrived, start, fault)
+            else:
+                await _sleep_until(start + truth.imposed_ttft_s + self.config.itl_s * (output_tokens - 1))
+                generated = output_tokens
+                keep = await _send_json(writer, 200, _whole_response(plan, self._text(output_tokens)))
+            if keep or fault is None:
+                e2e = time.perf_counter() - arrived
+                self.metrics.e2e.labels(**self.metrics.lab()).observe(e2e)
+                self.metrics.success.labels(**self.metrics.lab(), finished_reason=finish).inc()
+            return keep
+        finally:
+            self._running -= 1
+            self._kv_tokens -= prompt_tokens
+            self.metrics.generation_tokens.labels(**self.metrics.lab()).inc(generated)
+            self._slots.release()
+            self._record_truth(truth)
+
+    async def _stream(self, writer: asyncio.StreamWriter, plan: _Plan, truth: _Truth, arrived: float,
+                      start: float, fault: str | None) -> tuple[bool, int]:
+        cfg = self.config
+        head = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
+                b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n")
+        writer.write(head)
+        rid = ("chatcmpl-" if plan.chat else "cmpl-") + truth.request_id[:24]
+        created = int(time.time())
+        if plan.chat:
+            writer.write(_chunk(_event(plan, rid, created, {"role": "assistant", "content": ""}, None,
+                                       0 if plan.continuous else None)))
+        n_chunks = math.ceil(plan.output_tokens / cfg.tokens_per_chunk)
+        fault_at = max(1, n_chunks // 2)
+        first_deadline = start + truth.imposed_ttft_s
+        sent_tokens = 0
+        prev_t: float | None = None
+        lab = self.metrics.lab()
+        for i in range(n_chunks):
+            k = min(cfg.tokens_per_chunk, plan.output_tokens - sent_tokens)
+            deadline = first_deadline + (sent_tokens + k - 1) * cfg.itl_s
+            if cfg.jitter_s and i > 0:
+                deadline += self._rng.uniform(-cfg.jitter_s, cfg.jitter_s)
+            await _sleep_until(deadline)
+            if fault is not None and i == fault_at:
+                if fault == "drop":
+                    writer.transport.abort()
+                    return False, sent_tokens
+                if fault == "malformed":
+                    writer.write(_chunk(b'data: {"id": "broken", "choices": [\n\n'))
+                if fault == "stall":
+                    await asyncio.sleep(cfg.stall_s)
+            finish = plan.finish if sent_tokens + k == plan.output_tokens else None
+            text = self._text(k)
+            if cfg.empty_chunk_share and self._rng.random() < cfg.empty_chunk_share:
+                text = ""
+            if plan.chat:
+                key = "reasoning_content" if sent_tokens < plan.reasoning_tokens else "content"
+                delta: dict[str, Any] = {key: text}
+            else:
+                delta = {"text": text}
+            sent_tokens += k
+            writer.write(_chunk(_event(plan, rid, created, delta, finish,
+                                       sent_tokens if plan.continuous else None)))
+            now = time.perf_counter()
+            if prev_t is None:
+                truth.ttft_s = now - arrived
+                self.metrics.ttft.labels(**lab).observe(now - arrived)
+            else:
+                truth.itl_s.append(now - prev_t)
+                self.metrics.itl.labels(**lab).observe(now - prev_t)
+            prev_t = now
+            self._kv_tokens += k
+            if writer.transport.get_write_buffer_size() > 65536:
+                await writer.drain()
+        self._kv_tokens -= sent_tokens
+        if plan.include_usage:
+            usage = {"id": rid, "object": _object(plan), "created": created, "model": plan.model,
+                     "choices": [], "usage": _usage(plan.prompt_tokens, sent_tokens)}
+            writer.write(_chunk(b"data: " + json.dumps(usage).encode() + b"\n\n"))
+        if fault != "no_done":
+            writer.write(_chunk(b"data: [DONE]\n\n"))
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        return True, sent_tokens
+
+    # -- helpers ------------------------------------------------------------------------
+    def _pick_fault(self, requested: str | None) -> str | None:
+        if requested:
+            return requested if requested in FAULT_KINDS else None
+        for kind, prob in self.config.faults.items():
+            if prob > 0 and self._rng.random() < prob:
+                return kind
+        return None
+
+    def _text(self, n_tokens: int) -> str:
+        words = _WORDS
+        return "".join(" " + words[self._rng.randrange(len(words))] for _ in range(n_tokens))
+
+    def _refresh_gauges(self) -> None:
+        lab = self.metrics.lab()
+        self.metrics.running.labels(**lab).set(self._running)
+        self.metrics.waiting.labels(**lab).set(self._waiting)
+        self.metrics.kv_usage.labels(**lab).set(min(1.0, self._kv_tokens / self.config.kv_cache_tokens))
+
+    def _record_truth(self, truth: _Truth) -> None:
+        self._truths.append(truth)
+        if self._truth_fh is not None:
+            self._truth_fh.write(json.dumps(_truth_dict(truth)) + "\n")
+            self._truth_fh.flush()
+
+
+@dataclass(slots=True)
+class _Plan:
+    chat: bool
+    model: str
+    prompt_tokens: int
+    output_tokens: int
+    finish: str
+    reasoning_tokens: int
+    include_usage: bool
+    continuous: bool
+
+
+def _object(plan: _Plan) -> str:
+    return "chat.completion.chunk" if plan.chat else "text_completion"
+
+
+def _usage(prompt: int, completion: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _event(plan: _Plan, rid: str, created: int, delta: dict[str, Any], finish: str | None,
+           usage_tokens: int | None) -> bytes:
+    if plan.chat:
+        choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+    else:
+        choice = {"index": 0, "text": delta["text"], "logprobs": None, "finish_reason": finish,
+                  "stop_reason": None}
+    obj: dict[str, Any] = {"id": rid, "object": _object(plan), "created": created, "model": plan.model,
+                           "choices": [choice]}
+    if usage_tokens is not None:
+        obj["usage"] = _usage(plan.prompt_tokens, usage_tokens)
+    return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
+
+
+def _whole_response(plan: _Plan, text: str) -> dict[str, Any]:
+    if plan.chat:
+        choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
+                                  "finish_reason": plan.finish}
+        obj = "chat.completion"
+    else:
+        choice = {"index": 0, "text": text, "finish_reason": plan.finish}
+        obj = "text_completion"
+    return {"id": "cmpl-" + uuid.uuid4().hex[:24], "object": obj, "created": int(time.time()),
+            "model": plan.model, "choices": [choice], "usage": _usage(plan.prompt_tokens, plan.output_tokens)}
+
+
+def _estimate_prompt_tokens(body: dict[str, Any], chat: bool) -> int:
+    if chat:
+        parts: list[str] = []
+        for msg in body.get("messages") or []:
+            content = msg.get("content") if isinstance(msg, dict) else None
+            if isinstance(content, str):
+                parts.append(content)
+            elif isinstance(content, list):
+                parts.extend(str(p.get("text", "")) for p in content if isinstance(p, dict))
+        text = "\n".join(parts)
+    else:
+        prompt = body.get("prompt", "")
+        text = prompt if isinstance(prompt, str) else json.dumps(prompt)
+    return max(1, round(len(text.encode("utf-8")) / 4))
+
+
+def _truth_dict(t: _Truth) -> dict[str, Any]:
+    return {"request_id": t.request_id, "fault": t.fault, "prompt_tokens": t.prompt_tokens,
+            "output_tokens": t.output_tokens, "imposed_ttft_s": t.imposed_ttft_s,
+            "imposed_itl_s": t.imposed_itl_s, "queue_s": t.queue_s, "ttft_s": t.ttft_s, "itl_s": t.itl_s}
+
+
+async def _sleep_until(deadline: float) -> None:
+    delay = deadline - time.perf_counter()
+    if delay > 0:
+        await asyncio.sleep(delay)
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%b\r\n" % (len(data), data)
+
+
+async def _read_request(reader: asyncio.StreamReader) -> _Request | None:
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.IncompleteReadError:
+        return None
+    lines = head.decode("latin-1").split("\r\n")
+    method, target, _ = lines[0].split(" ", 2)
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        if ":" in line:
+            name, value = line.split(":", 1)
+            headers[name.strip().lower()] = value.strip()
+    length = int(headers.get("content-length", "0") or 0)
+    body = await reader.readexactly(length) if length else b""
+    return _Request(method.upper(), target, headers, body)
+
+
+async def _send(writer: asyncio.StreamWriter, status: int, body: bytes, ctype: str) -> bool:
+    head = (f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\ncontent-type: {ctype}\r\n"
+            f"content-length: {len(body)}\r\n\r\n").encode()
+    writer.write(head + body)
+    await writer.drain()
+    return True
+
+
+async def _send_json(writer: asyncio.StreamWriter, status: int, obj: Any) -> bool:
+    return await _send(writer, status, json.dumps(obj).encode(), "application/json")
+
+
+def _reset(writer: asyncio.StreamWriter) -> None:
+    """Close with a TCP RST, as a server that refuses or crashes does."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()

@@ -1,0 +1,151 @@
+"""Typed request records and the writer that puts them in the run directory.
+
+A :class:`RequestRecord` is the one fact tokenstorm keeps per request; SLOs and reports are
+computed from these records, never from Locust's rounded live stats. Records are JSON
+lines, versioned by ``schema``, and read back by :func:`read_records` — the same code that
+wrote them.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import IO, Any
+
+__all__ = ["RECORD_SCHEMA_VERSION", "ErrorCategory", "RecordWriter", "RequestRecord", "read_records"]
+
+RECORD_SCHEMA_VERSION = 1
+
+
+class ErrorCategory:
+    """The failure categories a request can end in (``RequestRecord.error_category``)."""
+
+    RATE_LIMITED = "http_429"
+    CLIENT_ERROR = "http_4xx"
+    SERVER_ERROR = "http_5xx"
+    CONNECT = "connect_error"
+    TIMEOUT = "timeout"
+    STREAM_DROPPED = "stream_dropped"
+    MALFORMED_CHUNK = "malformed_chunk"
+    MISSING_DONE = "missing_done"
+    NO_FINISH_REASON = "no_finish_reason"
+    ERROR_EVENT = "error_event"
+    NO_TOKENS = "no_tokens"
+
+    ALL = (
+        RATE_LIMITED, CLIENT_ERROR, SERVER_ERROR, CONNECT, TIMEOUT, STREAM_DROPPED,
+        MALFORMED_CHUNK, MISSING_DONE, NO_FINISH_REASON, ERROR_EVENT, NO_TOKENS,
+    )
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """One request as the client saw it. Durations are seconds from the request being sent."""
+
+    workload: str
+    endpoint: str
+    model: str
+    stream: bool
+    start_epoch_s: float
+    request_id: str = ""
+    response_id: str | None = None
+    user_id: int = 0
+    worker_id: str = "local"
+    ok: bool = False
+    status_code: int | None = None
+    error_category: str | None = None
+    error_detail: str | None = None
+    prompt_tokens: int | None = None
+    requested_prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    requested_max_tokens: int | None = None
+    ttfc_s: float | None = None
+    ttft_s: float | None = None
+    ttft_visible_s: float | None = None
+    ttft_answer_s: float | None = None
+    e2e_s: float | None = None
+    done_s: float | None = None
+    tpot_s: float | None = None
+    itl_gaps_s: list[float] = field(default_factory=list)
+    token_events: int = 0
+    reasoning_events: int = 0
+    finish_reason: str | None = None
+    warmup: bool = False
+    schema: int = RECORD_SCHEMA_VERSION
+
+    def to_json(self) -> str:
+        """Serialise as one compact JSON line (no trailing newline)."""
+        return json.dumps(asdict(self), separators=(",", ":"), ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RequestRecord:
+        """Build a record from a decoded JSON line, ignoring fields a newer writer added."""
+        known = _FIELD_NAMES
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+_FIELD_NAMES = frozenset(f.name for f in fields(RequestRecord))
+
+
+class RecordWriter:
+    """Appends records to ``requests.jsonl``; flushes at least every ``flush_interval_s``.
+
+    Safe to call from many greenlets; the file is flushed on a timer rather than per record
+    so high request rates do not pay a syscall each, yet a crash loses seconds, not the run.
+    """
+
+    def __init__(self, path: Path, flush_interval_s: float = 2.0) -> None:
+        self.path = path
+        self._fh: IO[str] = path.open("a", encoding="utf-8")
+        self._lock = threading.Lock()
+        self._flush_interval_s = flush_interval_s
+        self._last_flush = time.monotonic()
+        self.count = 0
+
+    def write(self, record: RequestRecord) -> None:
+        """Append one record."""
+        self.write_lines([record.to_json()])
+
+    def write_lines(self, lines: list[str]) -> None:
+        """Append already-serialised records (a batch from a worker)."""
+        if not lines:
+            return
+        with self._lock:
+            self._fh.write("\n".join(lines) + "\n")
+            self.count += len(lines)
+            now = time.monotonic()
+            if now - self._last_flush >= self._flush_interval_s:
+                self._fh.flush()
+                self._last_flush = now
+
+    def flush(self) -> None:
+        """Push buffered records to the OS (called by the periodic flusher too)."""
+        with self._lock:
+            if not self._fh.closed:
+                self._fh.flush()
+                self._last_flush = time.monotonic()
+
+    def close(self) -> None:
+        """Flush and close the file."""
+        with self._lock:
+            if not self._fh.closed:
+                self._fh.flush()
+                self._fh.close()
+
+
+def read_records(path: Path) -> Iterator[RequestRecord]:
+    """Yield the records of a ``requests.jsonl`` file; a torn last line (crash) is skipped."""
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            yield RequestRecord.from_dict(data)
