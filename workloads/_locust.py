@@ -1,0 +1,346 @@
+"""Locust integration: the LLM user base class, tokenstorm's options and event listeners.
+
+Call :func:`install` once from a locustfile. It adds the command-line / web-UI options,
+starts the built-in emulator when no host is given (everything then says SIMULATED), opens
+the run directory at test start, routes records (workers → master), and shows TTFT, TPOT
+and E2E as their own rows per workload plus live output tokens/s.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shlex
+from pathlib import Path
+from typing import Any, ClassVar
+
+import gevent
+import gevent.lock
+from locust import User, events
+from locust.env import Environment
+from locust.event import Events
+from locust.exception import StopUser
+from locust.runners import MasterRunner, WorkerRunner
+
+from ._client import CompletionRequest, LlmClient, TargetError
+from ._records import RequestRecord
+from ._run import RunContext
+
+__all__ = ["EXIT_RUN_FAILED", "LlmRequestFailed", "LlmUser", "context", "install"]
+
+log = logging.getLogger("tokenstorm")
+
+#: Process exit code when the run itself failed (target unreachable, no model).
+EXIT_RUN_FAILED = 3
+
+_CONTEXT_ATTR = "_tokenstorm"
+
+
+class LlmRequestFailed(Exception):
+    """What Locust shows in its failures table for a failed LLM request."""
+
+
+def context(environment: Environment) -> RunContext:
+    """The :class:`RunContext` tokenstorm keeps on ``environment``."""
+    ctx = getattr(environment, _CONTEXT_ATTR, None)
+    if ctx is None:
+        ctx = RunContext(is_worker=isinstance(environment.runner, WorkerRunner))
+        setattr(environment, _CONTEXT_ATTR, ctx)
+    return ctx  # type: ignore[no-any-return]
+
+
+class LlmUser(User):
+    """Base class for simulated users of an OpenAI-compatible LLM endpoint.
+
+    Subclasses set ``workload`` (the stats and SLO name) and call :meth:`send` from tasks.
+    Command-line options (``--max-tokens``, ``--ignore-eos``, ``--temperature``,
+    ``--extra-body``) override what a request asks for, so one locustfile serves many sweeps.
+    """
+
+    abstract = True
+    workload: ClassVar[str] = "llm"
+    default_max_tokens: ClassVar[int] = 128
+    _model_lock: ClassVar[gevent.lock.Semaphore] = gevent.lock.Semaphore()
+
+    def on_start(self) -> None:
+        """Open this user's connection and make sure the model is known."""
+        opts = self.environment.parsed_options
+        ctx = context(self.environment)
+        runner = self.environment.runner
+        worker_id = str(runner.client_id) if isinstance(runner, WorkerRunner) else "local"
+        ctx.worker_id = worker_id
+        self.llm = LlmClient(
+            self.host or "",
+            api_key=getattr(opts, "api_key", None) or None,
+            timeout_s=float(getattr(opts, "request_timeout", 600.0)),
+            continuous_usage=not getattr(opts, "no_continuous_usage", False),
+            user_id=id(self) & 0xFFFFFFFF,
+            worker_id=worker_id,
+        )
+        try:
+            self.model = _resolve_model(self.environment, self.llm)
+        except TargetError as exc:
+            log.error("tokenstorm: %s", exc)
+            raise StopUser() from exc
+
+    def on_stop(self) -> None:
+        """Close the connection."""
+        llm = getattr(self, "llm", None)
+        if llm is not None:
+            llm.close()
+
+    def apply_options(self, req: CompletionRequest) -> CompletionRequest:
+        """Apply the run's command-line overrides to ``req``."""
+        opts = self.environment.parsed_options
+        max_tokens = getattr(opts, "max_tokens", None)
+        if max_tokens:
+            req.max_tokens = int(max_tokens)
+        elif req.max_tokens is None:
+            req.max_tokens = self.default_max_tokens
+        if getattr(opts, "ignore_eos", False):
+            req.ignore_eos = True
+        temperature = getattr(opts, "temperature", None)
+        if temperature is not None and temperature != "":
+            req.temperature = float(temperature)
+        extra = _extra_body(opts)
+        if extra:
+            req.extra_body = {**extra, **req.extra_body}
+        return req
+
+    def send(self, req: CompletionRequest) -> RequestRecord:
+        """Send one request, record it, and report it to Locust's live stats."""
+        record = self.llm.complete(self.apply_options(req), self.model)
+        context(self.environment).emit(record)
+        _fire_stats(self.environment, record)
+        return record
+
+
+def _fire_stats(environment: Environment, record: RequestRecord) -> None:
+    fire = environment.events.request.fire
+    name = record.workload
+    e2e_ms = (record.e2e_s or 0.0) * 1000
+    if not record.ok:
+        status = f" (HTTP {record.status_code})" if record.status_code else ""
+        fire(request_type="E2E", name=name, response_time=e2e_ms, response_length=0,
+             exception=LlmRequestFailed(f"{record.error_category}{status}"), context={})
+        return
+    fire(request_type="E2E", name=name, response_time=e2e_ms, response_length=record.output_tokens or 0,
+         exception=None, context={})
+    if record.ttft_s is not None:
+        fire(request_type="TTFT", name=name, response_time=record.ttft_s * 1000, response_length=0,
+             exception=None, context={})
+    if record.tpot_s is not None:
+        fire(request_type="TPOT", name=name, response_time=record.tpot_s * 1000, response_length=0,
+             exception=None, context={})
+
+
+def _extra_body(opts: Any) -> dict[str, Any]:
+    raw = getattr(opts, "extra_body", "") or ""
+    if not raw:
+        return {}
+    data = json.loads(raw)  # validated at test start
+    return data if isinstance(data, dict) else {}
+
+
+def _resolve_model(environment: Environment, client: LlmClient) -> str:
+    ctx = context(environment)
+    if ctx.model:
+        return ctx.model
+    with LlmUser._model_lock:
+        if ctx.model:
+            return ctx.model
+        given = getattr(environment.parsed_options, "model", "") or ""
+        if given:
+            ctx.model = given
+        else:
+            models = client.list_models()
+            if not models:
+                raise TargetError("the target serves no models (GET /v1/models is empty)")
+            ctx.model = models[0]
+        return ctx.model
+
+
+# -- options and listeners ----------------------------------------------------------------
+def _add_options(parser: Any, **_kw: Any) -> None:
+    group = parser  # Locust only honours is_secret/include_in_web_ui on the top-level parser
+    group.add_argument("--model", default="", help="Model name; discovered from /v1/models when empty")
+    group.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY", ""), is_secret=True,
+                       help="Bearer token (default: $OPENAI_API_KEY); never logged or stored")
+    group.add_argument("--max-tokens", type=int, default=0, help="Override each workload's max_tokens (0: keep)")
+    group.add_argument("--ignore-eos", action="store_true", default=False,
+                       help="Ask the server to ignore EOS so every request generates max_tokens")
+    group.add_argument("--temperature", type=str, default="", help="Sampling temperature (empty: server default)")
+    group.add_argument("--request-timeout", type=float, default=600.0, help="Seconds before a request is abandoned")
+    group.add_argument("--extra-body", default="", help='JSON merged into every request body, e.g. '
+                       '\'{"chat_template_kwargs": {"enable_thinking": false}}\'')
+    group.add_argument("--no-continuous-usage", action="store_true", default=False,
+                       help="Do not ask for stream_options.continuous_usage_stats (non-vLLM servers)")
+    group.add_argument("--run-dir", default="runs", help="Folder under which each run's directory is made")
+    group.add_argument("--warmup", type=float, default=0.0, help="Seconds at the start marked as warm-up")
+    group.add_argument("--emulator-args", default="", include_in_web_ui=False,
+                       help="Flags for the built-in emulator used when no --host is given, e.g. '--ttft-ms 300'")
+
+
+def _on_init(environment: Environment, **_kw: Any) -> None:
+    from emulator import EmulatorProcess  # the emulator package is only needed here
+
+    ctx = context(environment)
+    opts = environment.parsed_options
+    if ctx.is_worker or opts is None:
+        return
+    if not environment.host and not any(getattr(u, "host", None) for u in environment.user_classes):
+        emu = EmulatorProcess(*shlex.split(getattr(opts, "emulator_args", "") or ""))
+        ctx.emulator_url = emu.url
+        environment.host = emu.url
+        setattr(ctx, "_emulator", emu)
+        log.warning("tokenstorm: SIMULATED — no --host given, targeting the built-in emulator at %s", emu.url)
+    if environment.web_ui is not None:
+        _extend_web_ui(environment)
+
+
+def _on_test_start(environment: Environment, **_kw: Any) -> None:
+    ctx = context(environment)
+    opts = environment.parsed_options
+    if ctx.is_worker or opts is None:
+        return
+    ctx.simulated = bool(ctx.emulator_url) and environment.host == ctx.emulator_url
+    ctx.warmup_s = float(getattr(opts, "warmup", 0.0) or 0.0)
+    label = Path(str(getattr(opts, "locustfile", "run") or "run")).stem
+    run_dir = ctx.start(Path(getattr(opts, "run_dir", "runs") or "runs"), label + ("_SIMULATED" if ctx.simulated else ""))
+    ctx.model = getattr(opts, "model", "") or None
+    problem = _preflight(environment, ctx)
+    ctx.write_run_json(vars(opts), environment.host, {"status": "running" if not problem else "failed",
+                                                      "problem": problem})
+    log.info("tokenstorm: run directory %s%s", run_dir, " (SIMULATED)" if ctx.simulated else "")
+    if problem:
+        log.error("tokenstorm: %s", problem)
+        environment.process_exit_code = EXIT_RUN_FAILED
+        runner = environment.runner
+        if runner is not None:
+            gevent.spawn_later(0.1, runner.quit if opts.headless else runner.stop)
+        return
+    gevent.spawn(_flush_loop, environment, ctx)
+
+
+def _preflight(environment: Environment, ctx: RunContext) -> str | None:
+    opts = environment.parsed_options
+    try:
+        _extra_body(opts)
+    except ValueError:
+        return "--extra-body is not valid JSON (example: '{\"chat_template_kwargs\": {\"enable_thinking\": false}}')"
+    try:
+        client = LlmClient(environment.host or "", api_key=getattr(opts, "api_key", None) or None)
+        try:
+            _resolve_model(environment, client) if not ctx.model else None
+        finally:
+            client.close()
+    except TargetError as exc:
+        return str(exc)
+    return None
+
+
+def _flush_loop(environment: Environment, ctx: RunContext) -> None:
+    last_log = 0.0
+    writer = ctx.writer
+    while ctx.writer is writer and writer is not None:
+        gevent.sleep(2.0)
+        ctx.flush()
+        last_log += 2.0
+        if last_log >= 10.0 and environment.parsed_options and environment.parsed_options.headless:
+            last_log = 0.0
+            log.info("tokenstorm: %.0f output tok/s (last %g s), %d requests recorded%s",
+                     ctx.token_rate.rate(), ctx.token_rate.window_s, writer.count,
+                     " — SIMULATED" if ctx.simulated else "")
+
+
+def _on_test_stop(environment: Environment, **_kw: Any) -> None:
+    ctx = context(environment)
+    opts = environment.parsed_options
+    if ctx.is_worker or opts is None or ctx.run_dir is None:
+        return
+    ctx.flush()
+    ctx.write_run_json(vars(opts), environment.host, {"status": "stopped"})
+
+
+def _on_quitting(environment: Environment, **_kw: Any) -> None:
+    ctx = context(environment)
+    if not ctx.is_worker and ctx.run_dir is not None and environment.parsed_options is not None:
+        ctx.write_run_json(vars(environment.parsed_options), environment.host,
+                           {"status": "finished", "stopped_epoch_s": __import__("time").time()})
+        log.info("tokenstorm: %d request records in %s", ctx.writer.count if ctx.writer else 0,
+                 ctx.run_dir / "requests.jsonl")
+    ctx.close()
+    emu = getattr(ctx, "_emulator", None)
+    if emu is not None:
+        emu.stop()
+
+
+def _on_report_to_master(client_id: str, data: dict[str, Any], **_kw: Any) -> None:
+    env = _ENVIRONMENTS.get("worker")
+    if env is not None:
+        data["tokenstorm_records"] = context(env).take_outbox()
+
+
+def _on_worker_report(client_id: str, data: dict[str, Any], **_kw: Any) -> None:
+    env = _ENVIRONMENTS.get("master")
+    lines = data.get("tokenstorm_records")
+    if env is not None and lines:
+        context(env).receive(lines)
+
+
+_ENVIRONMENTS: dict[str, Environment] = {}
+
+
+def _remember_env(environment: Environment, **_kw: Any) -> None:
+    runner = environment.runner
+    role = "worker" if isinstance(runner, WorkerRunner) else "master" if isinstance(runner, MasterRunner) else "local"
+    _ENVIRONMENTS[role] = environment
+
+
+def _extend_web_ui(environment: Environment) -> None:
+    from flask import request
+
+    web_ui = environment.web_ui
+    assert web_ui is not None
+    web_ui.template_args["extended_tabs"] = [{"title": "LLM", "key": "tokenstorm"}]
+    web_ui.template_args["extended_tables"] = [{"key": "tokenstorm", "structure": [
+        {"key": "workload", "title": "Workload"},
+        {"key": "requests", "title": "Requests recorded"},
+        {"key": "tokens_per_s", "title": "Output tok/s (10 s)"},
+        {"key": "tokens", "title": "Output tokens"},
+        {"key": "target", "title": "Target"},
+    ]}]
+
+    @web_ui.app.after_request
+    def _add_llm_stats(response: Any) -> Any:
+        if request.path != "/stats/requests" or not response.is_json:
+            return response
+        ctx = context(environment)
+        target = "SIMULATED (built-in emulator)" if ctx.simulated else (environment.host or "")
+        rows = [{"workload": w, "requests": ctx.requests_by_workload.get(w, 0),
+                 "tokens_per_s": round(r.rate(), 1), "tokens": r.total_tokens, "target": target}
+                for w, r in sorted(ctx.token_rate_by_workload.items())]
+        rows.append({"workload": "Total", "requests": sum(ctx.requests_by_workload.values()),
+                     "tokens_per_s": round(ctx.token_rate.rate(), 1), "tokens": ctx.token_rate.total_tokens,
+                     "target": target})
+        payload = response.get_json()
+        payload["extended_stats"] = [{"key": "tokenstorm", "data": rows}]
+        response.set_data(json.dumps(payload))
+        return response
+
+
+def install(event_hooks: Events | None = None) -> None:
+    """Register tokenstorm's options and listeners (idempotent)."""
+    ev = event_hooks or events
+    if getattr(ev, "_tokenstorm_installed", False):
+        return
+    setattr(ev, "_tokenstorm_installed", True)
+    ev.init_command_line_parser.add_listener(_add_options)
+    ev.init.add_listener(_remember_env)
+    ev.init.add_listener(_on_init)
+    ev.test_start.add_listener(_on_test_start)
+    ev.test_stop.add_listener(_on_test_stop)
+    ev.quitting.add_listener(_on_quitting)
+    ev.report_to_master.add_listener(_on_report_to_master)
+    ev.worker_report.add_listener(_on_worker_report)

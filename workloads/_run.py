@@ -1,0 +1,199 @@
+"""Per-process run state: the run directory, where records go, and live token throughput.
+
+On a local or master runner records are appended to ``RUN_DIR/requests.jsonl``; on a worker
+they are buffered and shipped to the master with each stats report (``report_to_master``),
+so the master's run directory holds every request of a distributed run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import socket
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from ._records import RecordWriter, RequestRecord
+
+__all__ = ["RunContext", "TokenRate", "new_run_dir", "versions"]
+
+#: Option names whose values are never written anywhere.
+SECRET_OPTIONS = frozenset({"api_key"})
+
+
+def new_run_dir(root: Path, label: str, now: datetime | None = None) -> Path:
+    """Create and return ``root/<UTC timestamp>_<label>/`` (suffixing ``-2``... if it exists)."""
+    stamp = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H-%M-%S")
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", label).strip("-") or "run"
+    base = root / f"{stamp}_{safe}"
+    path, n = base, 1
+    while True:
+        try:
+            path.mkdir(parents=True, exist_ok=False)
+            return path
+        except FileExistsError:
+            n += 1
+            path = base.with_name(f"{base.name}-{n}")
+
+
+def versions() -> dict[str, str]:
+    """Versions of the pieces that shape the numbers, for ``run.json``."""
+    out = {"python": sys.version.split()[0], "platform": platform.platform()}
+    for dist in ("tokenstorm", "locust", "gevent", "geventhttpclient"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = "not installed"
+    return out
+
+
+class TokenRate:
+    """Output tokens per second over a sliding window (for the live view)."""
+
+    def __init__(self, window_s: float = 10.0) -> None:
+        self.window_s = window_s
+        self._events: deque[tuple[float, int]] = deque()
+        self.total_tokens = 0
+        self._lock = threading.Lock()
+
+    def add(self, tokens: int, now: float | None = None) -> None:
+        """Count ``tokens`` output tokens finished at ``now`` (monotonic seconds)."""
+        with self._lock:
+            self._events.append((time.monotonic() if now is None else now, tokens))
+            self.total_tokens += tokens
+
+    def rate(self, now: float | None = None) -> float:
+        """Tokens per second over the last window."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            while self._events and self._events[0][0] < now - self.window_s:
+                self._events.popleft()
+            return sum(n for _, n in self._events) / self.window_s
+
+    def reset(self) -> None:
+        """Forget everything (a new test started)."""
+        with self._lock:
+            self._events.clear()
+            self.total_tokens = 0
+
+
+@dataclass
+class RunContext:
+    """Everything one tokenstorm process knows about the current run."""
+
+    is_worker: bool
+    worker_id: str = "local"
+    run_dir: Path | None = None
+    writer: RecordWriter | None = None
+    simulated: bool = False
+    emulator_url: str | None = None
+    model: str | None = None
+    started_epoch_s: float | None = None
+    warmup_s: float = 0.0
+    token_rate: TokenRate = field(default_factory=TokenRate)
+    token_rate_by_workload: dict[str, TokenRate] = field(default_factory=dict)
+    workers_seen: set[str] = field(default_factory=set)
+    requests_by_workload: dict[str, int] = field(default_factory=dict)
+    _outbox: list[str] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self, root: Path, label: str) -> Path:
+        """Open a fresh run directory and record writer (local or master only)."""
+        self.close()
+        self.run_dir = new_run_dir(root, label)
+        self.writer = RecordWriter(self.run_dir / "requests.jsonl")
+        self.started_epoch_s = time.time()
+        self.token_rate.reset()
+        self.token_rate_by_workload.clear()
+        self.requests_by_workload.clear()
+        return self.run_dir
+
+    def emit(self, record: RequestRecord) -> None:
+        """Keep one finished request: write it here, or queue it for the master."""
+        if self.started_epoch_s is not None:
+            record.warmup = record.start_epoch_s - self.started_epoch_s < self.warmup_s
+        line = record.to_json()
+        if self.is_worker:
+            with self._lock:
+                self._outbox.append(line)
+            return
+        self._account(record.workload, record.output_tokens or 0, record.worker_id)
+        if self.writer is not None:
+            self.writer.write_lines([line])
+
+    def take_outbox(self) -> list[str]:
+        """Hand over the records queued on a worker since the last report."""
+        with self._lock:
+            batch, self._outbox = self._outbox, []
+        return batch
+
+    def receive(self, lines: list[str]) -> None:
+        """Store a batch of records a worker sent to the master."""
+        for line in lines:
+            try:
+                data = json.loads(line)
+            except ValueError:
+                continue
+            self._account(str(data.get("workload")), int(data.get("output_tokens") or 0),
+                          str(data.get("worker_id")))
+        if self.writer is not None:
+            self.writer.write_lines(lines)
+
+    def _account(self, workload: str, tokens: int, worker_id: str) -> None:
+        self.token_rate.add(tokens)
+        self.token_rate_by_workload.setdefault(workload, TokenRate()).add(tokens)
+        self.workers_seen.add(worker_id)
+        self.requests_by_workload[workload] = self.requests_by_workload.get(workload, 0) + 1
+
+    def flush(self) -> None:
+        """Push buffered records to disk."""
+        if self.writer is not None:
+            self.writer.flush()
+
+    def close(self) -> None:
+        """Flush and close the record file."""
+        if self.writer is not None:
+            self.writer.close()
+
+    def write_run_json(self, options: dict[str, Any], host: str | None, extra: dict[str, Any]) -> None:
+        """Write ``run.json``: config (secrets removed), versions, target, timing."""
+        if self.run_dir is None:
+            return
+        clean = {k: _jsonable(v) for k, v in options.items() if k not in SECRET_OPTIONS}
+        doc = {
+            "schema": 1,
+            "target": host,
+            "simulated": self.simulated,
+            "model": self.model,
+            "started_epoch_s": self.started_epoch_s,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "versions": versions(),
+            "options": clean,
+            "workers_seen": sorted(self.workers_seen),
+            "requests_by_workload": dict(self.requests_by_workload),
+            "records": self.writer.count if self.writer else 0,
+            **extra,
+        }
+        tmp = self.run_dir / "run.json.tmp"
+        tmp.write_text(json.dumps(doc, indent=2, sort_keys=True), encoding="utf-8")
+        tmp.replace(self.run_dir / "run.json")
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return str(value)
