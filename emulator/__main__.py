@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
+import threading
 
 from ._config import FAULT_KINDS, EmulatorConfig
 from ._server import EmulatorServer
@@ -35,26 +37,53 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokens-per-chunk", type=int, default=d.tokens_per_chunk)
     p.add_argument("--max-num-seqs", type=int, default=d.max_num_seqs, help="concurrent sequences")
     p.add_argument("--max-model-len", type=int, default=d.max_model_len)
-    p.add_argument("--natural-output-tokens", type=int, default=d.natural_output_tokens,
-                   help="median output length when ignore_eos is not set")
-    p.add_argument("--empty-chunk-share", type=float, default=0.0,
-                   help="share of token chunks with empty text (as vLLM sends for partial UTF-8)")
+    p.add_argument(
+        "--natural-output-tokens",
+        type=int,
+        default=d.natural_output_tokens,
+        help="median output length when ignore_eos is not set",
+    )
+    p.add_argument(
+        "--empty-chunk-share",
+        type=float,
+        default=0.0,
+        help="share of token chunks with empty text (as vLLM sends for partial UTF-8)",
+    )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--fault", action="append", default=[], metavar="KIND[=PROB]",
-                   help=f"inject a fault with a probability; kinds: {', '.join(FAULT_KINDS)}")
+    p.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="KIND[=PROB]",
+        help=f"inject a fault with a probability; kinds: {', '.join(FAULT_KINDS)}",
+    )
     p.add_argument("--stall-s", type=float, default=d.stall_s)
     p.add_argument("--truth-log", default=None, help="JSONL file of the timings really imposed")
+    p.add_argument(
+        "--exit-with-stdin",
+        action="store_true",
+        help="exit when stdin closes (how a parent process makes sure no emulator outlives it)",
+    )
     return p
 
 
 def config_from_args(args: argparse.Namespace) -> EmulatorConfig:
     """Turn parsed arguments into an :class:`EmulatorConfig`."""
     return EmulatorConfig(
-        model=args.model, ttft_s=args.ttft_ms / 1000, prefill_s_per_token=args.prefill_us_per_token / 1e6,
-        itl_s=args.itl_ms / 1000, jitter_s=args.jitter_ms / 1000, tokens_per_chunk=args.tokens_per_chunk,
-        max_num_seqs=args.max_num_seqs, max_model_len=args.max_model_len,
-        natural_output_tokens=args.natural_output_tokens, empty_chunk_share=args.empty_chunk_share,
-        seed=args.seed, faults=_parse_faults(args.fault), stall_s=args.stall_s, truth_log=args.truth_log,
+        model=args.model,
+        ttft_s=args.ttft_ms / 1000,
+        prefill_s_per_token=args.prefill_us_per_token / 1e6,
+        itl_s=args.itl_ms / 1000,
+        jitter_s=args.jitter_ms / 1000,
+        tokens_per_chunk=args.tokens_per_chunk,
+        max_num_seqs=args.max_num_seqs,
+        max_model_len=args.max_model_len,
+        natural_output_tokens=args.natural_output_tokens,
+        empty_chunk_share=args.empty_chunk_share,
+        seed=args.seed,
+        faults=_parse_faults(args.fault),
+        stall_s=args.stall_s,
+        truth_log=args.truth_log,
     )
 
 
@@ -69,9 +98,16 @@ async def _main(args: argparse.Namespace) -> None:
     await server.serve_forever()
 
 
+def _exit_when_stdin_closes() -> None:
+    sys.stdin.buffer.read()
+    os._exit(0)
+
+
 def main() -> None:
     """Entry point."""
     args = build_parser().parse_args()
+    if args.exit_with_stdin:
+        threading.Thread(target=_exit_when_stdin_closes, daemon=True).start()
     try:
         asyncio.run(_main(args))
     except KeyboardInterrupt:

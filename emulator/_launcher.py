@@ -21,11 +21,13 @@ class EmulatorProcess:
     """
 
     def __init__(self, *args: str, startup_timeout_s: float = 20.0) -> None:
-        cmd = [sys.executable, "-m", "emulator", "--port", "0", *args]
+        cmd = [sys.executable, "-m", "emulator", "--port", "0", "--exit-with-stdin", *args]
         env = dict(os.environ)
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-        self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        self._proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
         self.url = self._wait_ready(startup_timeout_s)
 
     def _wait_ready(self, timeout_s: float) -> str:
@@ -35,7 +37,7 @@ class EmulatorProcess:
         while time.monotonic() < deadline:
             line = out.readline()
             if line.startswith(_READY_PREFIX):
-                return line[len(_READY_PREFIX):].strip()
+                return line[len(_READY_PREFIX) :].strip()
             if not line and self._proc.poll() is not None:
                 err = self._proc.stderr.read() if self._proc.stderr else ""
                 raise RuntimeError(f"emulator exited with {self._proc.returncode}: {err.strip()[-500:]}")
@@ -51,7 +53,7 @@ class EmulatorProcess:
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()
-        for stream in (self._proc.stdout, self._proc.stderr):
+        for stream in (self._proc.stdin, self._proc.stdout, self._proc.stderr):
             if stream is not None:
                 stream.close()
 

@@ -6,8 +6,27 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 __all__ = ["EmulatorMetrics"]
 
-_LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
-                    7.5, 10.0, 20.0, 40.0, 80.0)
+_LATENCY_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
 
 
 class EmulatorMetrics:
@@ -26,17 +45,23 @@ class EmulatorMetrics:
         self.preemptions = Counter("vllm:num_preemptions", "Preemptions", labels, registry=r)
         self.prefix_queries = Counter("vllm:prefix_cache_queries", "Prefix-cache queries", labels, registry=r)
         self.prefix_hits = Counter("vllm:prefix_cache_hits", "Prefix-cache hits", labels, registry=r)
-        self.success = Counter("vllm:request_success", "Finished requests", [*labels, "finished_reason"],
-                               registry=r)
-        self.ttft = Histogram("vllm:time_to_first_token_seconds", "TTFT", labels,
-                              buckets=_LATENCY_BUCKETS, registry=r)
-        self.itl = Histogram("vllm:inter_token_latency_seconds", "ITL", labels,
-                             buckets=_LATENCY_BUCKETS, registry=r)
-        self.e2e = Histogram("vllm:e2e_request_latency_seconds", "E2E", labels,
-                             buckets=_LATENCY_BUCKETS, registry=r)
-        for metric in (self.running, self.waiting, self.kv_usage, self.prompt_tokens,
-                       self.generation_tokens, self.preemptions, self.prefix_queries, self.prefix_hits,
-                       self.ttft, self.itl, self.e2e):
+        self.success = Counter("vllm:request_success", "Finished requests", [*labels, "finished_reason"], registry=r)
+        self.ttft = Histogram("vllm:time_to_first_token_seconds", "TTFT", labels, buckets=_LATENCY_BUCKETS, registry=r)
+        self.itl = Histogram("vllm:inter_token_latency_seconds", "ITL", labels, buckets=_LATENCY_BUCKETS, registry=r)
+        self.e2e = Histogram("vllm:e2e_request_latency_seconds", "E2E", labels, buckets=_LATENCY_BUCKETS, registry=r)
+        for metric in (
+            self.running,
+            self.waiting,
+            self.kv_usage,
+            self.prompt_tokens,
+            self.generation_tokens,
+            self.preemptions,
+            self.prefix_queries,
+            self.prefix_hits,
+            self.ttft,
+            self.itl,
+            self.e2e,
+        ):
             metric.labels(**self._labels)
 
     def lab(self) -> dict[str, str]:

@@ -26,12 +26,47 @@ from ._metrics import EmulatorMetrics
 
 __all__ = ["EmulatorServer"]
 
-_WORDS = (
-    "the model returns tokens at a steady pace while the scheduler batches requests and the "
-    "cache holds keys values for every sequence in flight 合同 违约 责任 条款 def return self"
-).split()
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests",
-            500: "Internal Server Error", 503: "Service Unavailable"}
+_WORDS = [
+    "the",
+    "model",
+    "returns",
+    "tokens",
+    "at",
+    "a",
+    "steady",
+    "pace",
+    "while",
+    "the",
+    "scheduler",
+    "batches",
+    "requests",
+    "and",
+    "the",
+    "cache",
+    "holds",
+    "keys",
+    "values",
+    "for",
+    "every",
+    "sequence",
+    "in",
+    "flight",
+    "合同",
+    "违约",
+    "责任",
+    "条款",
+    "def",
+    "return",
+    "self",
+]
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
 
 
 @dataclass(slots=True)
@@ -109,9 +144,17 @@ class EmulatorServer:
         if req.method == "GET" and path == "/health":
             return await _send(writer, 200, b"", "text/plain")
         if req.method == "GET" and path == "/v1/models":
-            body = {"object": "list", "data": [{"id": self.config.model, "object": "model",
-                                                "owned_by": "tokenstorm", "max_model_len":
-                                                self.config.max_model_len}]}
+            body = {
+                "object": "list",
+                "data": [
+                    {
+                        "id": self.config.model,
+                        "object": "model",
+                        "owned_by": "tokenstorm",
+                        "max_model_len": self.config.max_model_len,
+                    }
+                ],
+            }
             return await _send_json(writer, 200, body)
         if req.method == "GET" and path == "/metrics":
             self._refresh_gauges()
@@ -119,8 +162,11 @@ class EmulatorServer:
         if req.method == "GET" and path == "/emulator/truth":
             return await _send_json(writer, 200, [_truth_dict(t) for t in self._truths])
         if req.method == "GET" and path == "/emulator/config":
-            return await _send_json(writer, 200, {"ttft_s": self.config.ttft_s, "itl_s": self.config.itl_s,
-                                                  "max_num_seqs": self.config.max_num_seqs})
+            return await _send_json(
+                writer,
+                200,
+                {"ttft_s": self.config.ttft_s, "itl_s": self.config.itl_s, "max_num_seqs": self.config.max_num_seqs},
+            )
         if req.method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
             return await self._completion(req, writer, chat=path.endswith("chat/completions"))
         return await _send_json(writer, 404, {"error": {"message": f"no route {path}", "code": 404}})
@@ -133,16 +179,20 @@ class EmulatorServer:
             if not isinstance(body, dict):
                 raise ValueError("body is not an object")
         except ValueError as exc:
-            return await _send_json(writer, 400, {"error": {"message": f"invalid JSON body: {exc}",
-                                                            "type": "BadRequestError", "code": 400}})
+            return await _send_json(
+                writer, 400, {"error": {"message": f"invalid JSON body: {exc}", "type": "BadRequestError", "code": 400}}
+            )
         fault = self._pick_fault(req.headers.get("x-emulator-fault"))
         if fault == "refuse":
             _reset(writer)
             return False
         if fault in ("429", "500", "503"):
             status = int(fault)
-            return await _send_json(writer, status, {"error": {"message": f"emulated HTTP {status}",
-                                                               "type": "EmulatedError", "code": status}})
+            return await _send_json(
+                writer,
+                status,
+                {"error": {"message": f"emulated HTTP {status}", "type": "EmulatedError", "code": status}},
+            )
         prompt_tokens = _estimate_prompt_tokens(body, chat)
         max_tokens = body.get("max_tokens") or body.get("max_completion_tokens")
         if not isinstance(max_tokens, int) or max_tokens < 1:
@@ -155,14 +205,28 @@ class EmulatorServer:
         ctk = body.get("chat_template_kwargs") or {}
         thinking = chat and isinstance(ctk, dict) and bool(ctk.get("enable_thinking"))
         reasoning_tokens = int(output_tokens * self.config.reasoning_share) if thinking else 0
-        truth = _Truth(req.headers.get("x-request-id", uuid.uuid4().hex), fault, prompt_tokens, output_tokens,
-                       self.config.ttft_s + self.config.prefill_s_per_token * prompt_tokens, self.config.itl_s)
+        truth = _Truth(
+            req.headers.get("x-request-id", uuid.uuid4().hex),
+            fault,
+            prompt_tokens,
+            output_tokens,
+            self.config.ttft_s + self.config.prefill_s_per_token * prompt_tokens,
+            self.config.itl_s,
+        )
         stream = bool(body.get("stream"))
         opts = body.get("stream_options") or {}
         include_usage = isinstance(opts, dict) and bool(opts.get("include_usage"))
         continuous = isinstance(opts, dict) and bool(opts.get("continuous_usage_stats"))
-        plan = _Plan(chat, str(body.get("model", self.config.model)), prompt_tokens, output_tokens, finish,
-                     reasoning_tokens, include_usage, continuous)
+        plan = _Plan(
+            chat,
+            str(body.get("model", self.config.model)),
+            prompt_tokens,
+            output_tokens,
+            finish,
+            reasoning_tokens,
+            include_usage,
+            continuous,
+        )
 
         self._waiting += 1
         try:
@@ -194,17 +258,25 @@ class EmulatorServer:
             self._slots.release()
             self._record_truth(truth)
 
-    async def _stream(self, writer: asyncio.StreamWriter, plan: _Plan, truth: _Truth, arrived: float,
-                      start: float, fault: str | None) -> tuple[bool, int]:
+    async def _stream(
+        self, writer: asyncio.StreamWriter, plan: _Plan, truth: _Truth, arrived: float, start: float, fault: str | None
+    ) -> tuple[bool, int]:
         cfg = self.config
-        head = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
-                b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n")
+        head = (
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
+            b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n"
+        )
         writer.write(head)
         rid = ("chatcmpl-" if plan.chat else "cmpl-") + truth.request_id[:24]
         created = int(time.time())
         if plan.chat:
-            writer.write(_chunk(_event(plan, rid, created, {"role": "assistant", "content": ""}, None,
-                                       0 if plan.continuous else None)))
+            writer.write(
+                _chunk(
+                    _event(
+                        plan, rid, created, {"role": "assistant", "content": ""}, None, 0 if plan.continuous else None
+                    )
+                )
+            )
         n_chunks = math.ceil(plan.output_tokens / cfg.tokens_per_chunk)
         fault_at = max(1, n_chunks // 2)
         first_deadline = start + truth.imposed_ttft_s
@@ -235,8 +307,7 @@ class EmulatorServer:
             else:
                 delta = {"text": text}
             sent_tokens += k
-            writer.write(_chunk(_event(plan, rid, created, delta, finish,
-                                       sent_tokens if plan.continuous else None)))
+            writer.write(_chunk(_event(plan, rid, created, delta, finish, sent_tokens if plan.continuous else None)))
             now = time.perf_counter()
             if prev_t is None:
                 truth.ttft_s = now - arrived
@@ -250,8 +321,14 @@ class EmulatorServer:
                 await writer.drain()
         self._kv_tokens -= sent_tokens
         if plan.include_usage:
-            usage = {"id": rid, "object": _object(plan), "created": created, "model": plan.model,
-                     "choices": [], "usage": _usage(plan.prompt_tokens, sent_tokens)}
+            usage = {
+                "id": rid,
+                "object": _object(plan),
+                "created": created,
+                "model": plan.model,
+                "choices": [],
+                "usage": _usage(plan.prompt_tokens, sent_tokens),
+            }
             writer.write(_chunk(b"data: " + json.dumps(usage).encode() + b"\n\n"))
         if fault != "no_done":
             writer.write(_chunk(b"data: [DONE]\n\n"))
@@ -305,15 +382,20 @@ def _usage(prompt: int, completion: int) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
-def _event(plan: _Plan, rid: str, created: int, delta: dict[str, Any], finish: str | None,
-           usage_tokens: int | None) -> bytes:
+def _event(
+    plan: _Plan, rid: str, created: int, delta: dict[str, Any], finish: str | None, usage_tokens: int | None
+) -> bytes:
     if plan.chat:
         choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
     else:
-        choice = {"index": 0, "text": delta["text"], "logprobs": None, "finish_reason": finish,
-                  "stop_reason": None}
-    obj: dict[str, Any] = {"id": rid, "object": _object(plan), "created": created, "model": plan.model,
-                           "choices": [choice]}
+        choice = {"index": 0, "text": delta["text"], "logprobs": None, "finish_reason": finish, "stop_reason": None}
+    obj: dict[str, Any] = {
+        "id": rid,
+        "object": _object(plan),
+        "created": created,
+        "model": plan.model,
+        "choices": [choice],
+    }
     if usage_tokens is not None:
         obj["usage"] = _usage(plan.prompt_tokens, usage_tokens)
     return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
@@ -321,14 +403,23 @@ def _event(plan: _Plan, rid: str, created: int, delta: dict[str, Any], finish: s
 
 def _whole_response(plan: _Plan, text: str) -> dict[str, Any]:
     if plan.chat:
-        choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
-                                  "finish_reason": plan.finish}
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": {"role": "assistant", "content": text},
+            "finish_reason": plan.finish,
+        }
         obj = "chat.completion"
     else:
         choice = {"index": 0, "text": text, "finish_reason": plan.finish}
         obj = "text_completion"
-    return {"id": "cmpl-" + uuid.uuid4().hex[:24], "object": obj, "created": int(time.time()),
-            "model": plan.model, "choices": [choice], "usage": _usage(plan.prompt_tokens, plan.output_tokens)}
+    return {
+        "id": "cmpl-" + uuid.uuid4().hex[:24],
+        "object": obj,
+        "created": int(time.time()),
+        "model": plan.model,
+        "choices": [choice],
+        "usage": _usage(plan.prompt_tokens, plan.output_tokens),
+    }
 
 
 def _estimate_prompt_tokens(body: dict[str, Any], chat: bool) -> int:
@@ -348,9 +439,17 @@ def _estimate_prompt_tokens(body: dict[str, Any], chat: bool) -> int:
 
 
 def _truth_dict(t: _Truth) -> dict[str, Any]:
-    return {"request_id": t.request_id, "fault": t.fault, "prompt_tokens": t.prompt_tokens,
-            "output_tokens": t.output_tokens, "imposed_ttft_s": t.imposed_ttft_s,
-            "imposed_itl_s": t.imposed_itl_s, "queue_s": t.queue_s, "ttft_s": t.ttft_s, "itl_s": t.itl_s}
+    return {
+        "request_id": t.request_id,
+        "fault": t.fault,
+        "prompt_tokens": t.prompt_tokens,
+        "output_tokens": t.output_tokens,
+        "imposed_ttft_s": t.imposed_ttft_s,
+        "imposed_itl_s": t.imposed_itl_s,
+        "queue_s": t.queue_s,
+        "ttft_s": t.ttft_s,
+        "itl_s": t.itl_s,
+    }
 
 
 async def _sleep_until(deadline: float) -> None:
@@ -381,8 +480,10 @@ async def _read_request(reader: asyncio.StreamReader) -> _Request | None:
 
 
 async def _send(writer: asyncio.StreamWriter, status: int, body: bytes, ctype: str) -> bool:
-    head = (f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\ncontent-type: {ctype}\r\n"
-            f"content-length: {len(body)}\r\n\r\n").encode()
+    head = (
+        f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\ncontent-type: {ctype}\r\n"
+        f"content-length: {len(body)}\r\n\r\n"
+    ).encode()
     writer.write(head + body)
     await writer.drain()
     return True

@@ -1,7 +1,7 @@
 """Chat traffic: multi-turn conversations streamed from /v1/chat/completions.
 
-    locust -f locustfiles/chat.py                      # web UI, built-in emulator (SIMULATED)
-    locust -f locustfiles/chat.py --headless -u 20 -r 20 -t 20s --host http://gpu:8000
+locust -f locustfiles/chat.py                      # web UI, built-in emulator (SIMULATED)
+locust -f locustfiles/chat.py --headless -u 20 -r 20 -t 20s --host http://gpu:8000
 """
 
 import os
@@ -9,10 +9,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from locust import between, task  # noqa: E402
+from locust import between, task
 
-from workloads import CompletionRequest  # noqa: E402
-from workloads.locust_plugin import LlmUser, install  # noqa: E402
+from workloads import CompletionRequest
+from workloads.locust_plugin import LlmUser, install
 
 install()
 

@@ -50,6 +50,7 @@ class CompletionRequest:
     stop: list[str] | None = None
     extra_body: dict[str, Any] = field(default_factory=dict)
     requested_prompt_tokens: int | None = None
+    headers: dict[str, str] = field(default_factory=dict)
 
     @property
     def path(self) -> str:
@@ -109,6 +110,12 @@ class LlmClient:
             self._http.close()
             self._http = None
 
+    def __enter__(self) -> LlmClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     # -- discovery ----------------------------------------------------------------------
     def list_models(self) -> list[str]:
         """Return the ids served at ``/v1/models``; raise :class:`TargetError` if unusable."""
@@ -118,9 +125,7 @@ class LlmClient:
                 body = resp.read()
         except (gevent.Timeout, OSError, HTTPConnectionClosed, HTTPParseError) as exc:
             self.close()
-            raise TargetError(
-                f"cannot reach {self._host}:{self._port} ({_describe(exc)}); check --host"
-            ) from exc
+            raise TargetError(f"cannot reach {self._host}:{self._port} ({_describe(exc)}); check --host") from exc
         if resp.status_code != 200:
             raise TargetError(f"GET /v1/models answered HTTP {resp.status_code}; check --host and --api-key")
         try:
@@ -154,7 +159,11 @@ class LlmClient:
         return body
 
     def complete(self, req: CompletionRequest, model: str) -> RequestRecord:
-        """Send ``req`` and return its record; failures are categorised, not raised."""
+        """Send ``req`` and return its record; failures are categorised, not raised.
+
+        A request interrupted by the load test stopping the user (``GreenletExit``) is returned
+        with category ``cancelled``; the caller should keep it and then end the greenlet.
+        """
         record = RequestRecord(
             workload=req.workload,
             endpoint=req.path,
@@ -168,10 +177,11 @@ class LlmClient:
             requested_prompt_tokens=req.requested_prompt_tokens,
         )
         payload = json.dumps(self.build_body(req, model), ensure_ascii=False).encode()
-        headers = {"X-Request-Id": record.request_id}
+        headers = {**req.headers, "X-Request-Id": record.request_id}
         timer = StreamTimer()
         got_headers = False
         clean = False
+        resp: Any = None
         t0 = time.perf_counter()
         try:
             with gevent.Timeout(self._timeout_s):
@@ -196,6 +206,10 @@ class LlmClient:
         except StreamError as exc:
             _fill_from_timer(record, timer)
             _fail(record, exc.category, exc.detail)
+        except gevent.GreenletExit:
+            # The run is stopping this user mid-request: keep what was measured.
+            _fill_from_timer(record, timer)
+            _fail(record, ErrorCategory.CANCELLED, "stopped by the load test before the response ended")
         except gevent.Timeout:
             _fill_from_timer(record, timer)
             _fail(record, ErrorCategory.TIMEOUT, f"no complete response within {self._timeout_s:g} s")
@@ -206,11 +220,13 @@ class LlmClient:
             elif got_headers:
                 _fail(record, ErrorCategory.STREAM_DROPPED, f"connection lost mid-response ({_describe(exc)})")
             else:
-                _fail(record, ErrorCategory.CONNECT, f"no response from {self._host}:{self._port} "
-                      f"({_describe(exc)})")
+                _fail(record, ErrorCategory.CONNECT, f"no response from {self._host}:{self._port} ({_describe(exc)})")
         finally:
             if not clean:
-                self.close()  # never reuse a socket with unread bytes on it
+                # Never reuse a socket with unread bytes on it: hand it back, then close the pool.
+                if resp is not None:
+                    resp.release()
+                self.close()
         return record
 
 

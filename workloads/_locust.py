@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import shlex
+import weakref
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -24,7 +25,7 @@ from locust.exception import StopUser
 from locust.runners import MasterRunner, WorkerRunner
 
 from ._client import CompletionRequest, LlmClient, TargetError
-from ._records import RequestRecord
+from ._records import ErrorCategory, RequestRecord
 from ._run import RunContext
 
 __all__ = ["EXIT_RUN_FAILED", "LlmRequestFailed", "LlmUser", "context", "install"]
@@ -47,7 +48,7 @@ def context(environment: Environment) -> RunContext:
     if ctx is None:
         ctx = RunContext(is_worker=isinstance(environment.runner, WorkerRunner))
         setattr(environment, _CONTEXT_ATTR, ctx)
-    return ctx  # type: ignore[no-any-return]
+    return ctx
 
 
 class LlmUser(User):
@@ -78,11 +79,15 @@ class LlmUser(User):
             user_id=id(self) & 0xFFFFFFFF,
             worker_id=worker_id,
         )
+        self.model: str | None = None
+        if ctx.problem:
+            return  # already reported once; send() stops this user quietly
         try:
             self.model = _resolve_model(self.environment, self.llm)
         except TargetError as exc:
-            log.error("tokenstorm: %s", exc)
-            raise StopUser() from exc
+            if not ctx.problem:
+                ctx.problem = str(exc)
+                log.error("tokenstorm: %s", exc)
 
     def on_stop(self) -> None:
         """Close the connection."""
@@ -110,8 +115,12 @@ class LlmUser(User):
 
     def send(self, req: CompletionRequest) -> RequestRecord:
         """Send one request, record it, and report it to Locust's live stats."""
+        if self.model is None:
+            raise StopUser()  # the target is unusable (reported once in the log)
         record = self.llm.complete(self.apply_options(req), self.model)
         context(self.environment).emit(record)
+        if record.error_category == ErrorCategory.CANCELLED:
+            raise gevent.GreenletExit()  # finish stopping; Locust does not count it either
         _fire_stats(self.environment, record)
         return record
 
@@ -122,17 +131,41 @@ def _fire_stats(environment: Environment, record: RequestRecord) -> None:
     e2e_ms = (record.e2e_s or 0.0) * 1000
     if not record.ok:
         status = f" (HTTP {record.status_code})" if record.status_code else ""
-        fire(request_type="E2E", name=name, response_time=e2e_ms, response_length=0,
-             exception=LlmRequestFailed(f"{record.error_category}{status}"), context={})
+        fire(
+            request_type="E2E",
+            name=name,
+            response_time=e2e_ms,
+            response_length=0,
+            exception=LlmRequestFailed(f"{record.error_category}{status}"),
+            context={},
+        )
         return
-    fire(request_type="E2E", name=name, response_time=e2e_ms, response_length=record.output_tokens or 0,
-         exception=None, context={})
+    fire(
+        request_type="E2E",
+        name=name,
+        response_time=e2e_ms,
+        response_length=record.output_tokens or 0,
+        exception=None,
+        context={},
+    )
     if record.ttft_s is not None:
-        fire(request_type="TTFT", name=name, response_time=record.ttft_s * 1000, response_length=0,
-             exception=None, context={})
+        fire(
+            request_type="TTFT",
+            name=name,
+            response_time=record.ttft_s * 1000,
+            response_length=0,
+            exception=None,
+            context={},
+        )
     if record.tpot_s is not None:
-        fire(request_type="TPOT", name=name, response_time=record.tpot_s * 1000, response_length=0,
-             exception=None, context={})
+        fire(
+            request_type="TPOT",
+            name=name,
+            response_time=record.tpot_s * 1000,
+            response_length=0,
+            exception=None,
+            context={},
+        )
 
 
 def _extra_body(opts: Any) -> dict[str, Any]:
@@ -165,21 +198,40 @@ def _resolve_model(environment: Environment, client: LlmClient) -> str:
 def _add_options(parser: Any, **_kw: Any) -> None:
     group = parser  # Locust only honours is_secret/include_in_web_ui on the top-level parser
     group.add_argument("--model", default="", help="Model name; discovered from /v1/models when empty")
-    group.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY", ""), is_secret=True,
-                       help="Bearer token (default: $OPENAI_API_KEY); never logged or stored")
+    group.add_argument(
+        "--api-key",
+        default=os.environ.get("OPENAI_API_KEY", ""),
+        is_secret=True,
+        help="Bearer token (default: $OPENAI_API_KEY); never logged or stored",
+    )
     group.add_argument("--max-tokens", type=int, default=0, help="Override each workload's max_tokens (0: keep)")
-    group.add_argument("--ignore-eos", action="store_true", default=False,
-                       help="Ask the server to ignore EOS so every request generates max_tokens")
+    group.add_argument(
+        "--ignore-eos",
+        action="store_true",
+        default=False,
+        help="Ask the server to ignore EOS so every request generates max_tokens",
+    )
     group.add_argument("--temperature", type=str, default="", help="Sampling temperature (empty: server default)")
     group.add_argument("--request-timeout", type=float, default=600.0, help="Seconds before a request is abandoned")
-    group.add_argument("--extra-body", default="", help='JSON merged into every request body, e.g. '
-                       '\'{"chat_template_kwargs": {"enable_thinking": false}}\'')
-    group.add_argument("--no-continuous-usage", action="store_true", default=False,
-                       help="Do not ask for stream_options.continuous_usage_stats (non-vLLM servers)")
+    group.add_argument(
+        "--extra-body",
+        default="",
+        help='JSON merged into every request body, e.g. \'{"chat_template_kwargs": {"enable_thinking": false}}\'',
+    )
+    group.add_argument(
+        "--no-continuous-usage",
+        action="store_true",
+        default=False,
+        help="Do not ask for stream_options.continuous_usage_stats (non-vLLM servers)",
+    )
     group.add_argument("--run-dir", default="runs", help="Folder under which each run's directory is made")
     group.add_argument("--warmup", type=float, default=0.0, help="Seconds at the start marked as warm-up")
-    group.add_argument("--emulator-args", default="", include_in_web_ui=False,
-                       help="Flags for the built-in emulator used when no --host is given, e.g. '--ttft-ms 300'")
+    group.add_argument(
+        "--emulator-args",
+        default="",
+        include_in_web_ui=False,
+        help="Flags for the built-in emulator used when no --host is given, e.g. '--ttft-ms 300'",
+    )
 
 
 def _on_init(environment: Environment, **_kw: Any) -> None:
@@ -193,7 +245,7 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
         emu = EmulatorProcess(*shlex.split(getattr(opts, "emulator_args", "") or ""))
         ctx.emulator_url = emu.url
         environment.host = emu.url
-        setattr(ctx, "_emulator", emu)
+        ctx.emulator = emu
         log.warning("tokenstorm: SIMULATED — no --host given, targeting the built-in emulator at %s", emu.url)
     if environment.web_ui is not None:
         _extend_web_ui(environment)
@@ -207,11 +259,14 @@ def _on_test_start(environment: Environment, **_kw: Any) -> None:
     ctx.simulated = bool(ctx.emulator_url) and environment.host == ctx.emulator_url
     ctx.warmup_s = float(getattr(opts, "warmup", 0.0) or 0.0)
     label = Path(str(getattr(opts, "locustfile", "run") or "run")).stem
-    run_dir = ctx.start(Path(getattr(opts, "run_dir", "runs") or "runs"), label + ("_SIMULATED" if ctx.simulated else ""))
+    run_dir = ctx.start(
+        Path(getattr(opts, "run_dir", "runs") or "runs"), label + ("_SIMULATED" if ctx.simulated else "")
+    )
     ctx.model = getattr(opts, "model", "") or None
-    problem = _preflight(environment, ctx)
-    ctx.write_run_json(vars(opts), environment.host, {"status": "running" if not problem else "failed",
-                                                      "problem": problem})
+    problem = ctx.problem = _preflight(environment, ctx)
+    ctx.write_run_json(
+        vars(opts), environment.host, {"status": "running" if not problem else "failed", "problem": problem}
+    )
     log.info("tokenstorm: run directory %s%s", run_dir, " (SIMULATED)" if ctx.simulated else "")
     if problem:
         log.error("tokenstorm: %s", problem)
@@ -228,7 +283,7 @@ def _preflight(environment: Environment, ctx: RunContext) -> str | None:
     try:
         _extra_body(opts)
     except ValueError:
-        return "--extra-body is not valid JSON (example: '{\"chat_template_kwargs\": {\"enable_thinking\": false}}')"
+        return '--extra-body is not valid JSON (example: \'{"chat_template_kwargs": {"enable_thinking": false}}\')'
     try:
         client = LlmClient(environment.host or "", api_key=getattr(opts, "api_key", None) or None)
         try:
@@ -249,9 +304,13 @@ def _flush_loop(environment: Environment, ctx: RunContext) -> None:
         last_log += 2.0
         if last_log >= 10.0 and environment.parsed_options and environment.parsed_options.headless:
             last_log = 0.0
-            log.info("tokenstorm: %.0f output tok/s (last %g s), %d requests recorded%s",
-                     ctx.token_rate.rate(), ctx.token_rate.window_s, writer.count,
-                     " — SIMULATED" if ctx.simulated else "")
+            log.info(
+                "tokenstorm: %.0f output tok/s (last %g s), %d requests recorded%s",
+                ctx.token_rate.rate(),
+                ctx.token_rate.window_s,
+                writer.count,
+                " — SIMULATED" if ctx.simulated else "",
+            )
 
 
 def _on_test_stop(environment: Environment, **_kw: Any) -> None:
@@ -266,12 +325,18 @@ def _on_test_stop(environment: Environment, **_kw: Any) -> None:
 def _on_quitting(environment: Environment, **_kw: Any) -> None:
     ctx = context(environment)
     if not ctx.is_worker and ctx.run_dir is not None and environment.parsed_options is not None:
-        ctx.write_run_json(vars(environment.parsed_options), environment.host,
-                           {"status": "finished", "stopped_epoch_s": __import__("time").time()})
-        log.info("tokenstorm: %d request records in %s", ctx.writer.count if ctx.writer else 0,
-                 ctx.run_dir / "requests.jsonl")
+        ctx.write_run_json(
+            vars(environment.parsed_options),
+            environment.host,
+            {"status": "finished", "stopped_epoch_s": __import__("time").time()},
+        )
+        log.info(
+            "tokenstorm: %d request records in %s",
+            ctx.writer.count if ctx.writer else 0,
+            ctx.run_dir / "requests.jsonl",
+        )
     ctx.close()
-    emu = getattr(ctx, "_emulator", None)
+    emu = ctx.emulator
     if emu is not None:
         emu.stop()
 
@@ -304,38 +369,62 @@ def _extend_web_ui(environment: Environment) -> None:
     web_ui = environment.web_ui
     assert web_ui is not None
     web_ui.template_args["extended_tabs"] = [{"title": "LLM", "key": "tokenstorm"}]
-    web_ui.template_args["extended_tables"] = [{"key": "tokenstorm", "structure": [
-        {"key": "workload", "title": "Workload"},
-        {"key": "requests", "title": "Requests recorded"},
-        {"key": "tokens_per_s", "title": "Output tok/s (10 s)"},
-        {"key": "tokens", "title": "Output tokens"},
-        {"key": "target", "title": "Target"},
-    ]}]
+    web_ui.template_args["extended_tables"] = [
+        {
+            "key": "tokenstorm",
+            "structure": [
+                {"key": "workload", "title": "Workload"},
+                {"key": "requests", "title": "Requests recorded"},
+                {"key": "tokens_per_s", "title": "Output tok/s (10 s)"},
+                {"key": "tokens", "title": "Output tokens"},
+                {"key": "target", "title": "Target"},
+            ],
+        }
+    ]
 
-    @web_ui.app.after_request
+    app = web_ui.app
+    assert app is not None
+
+    @app.after_request
     def _add_llm_stats(response: Any) -> Any:
         if request.path != "/stats/requests" or not response.is_json:
             return response
         ctx = context(environment)
         target = "SIMULATED (built-in emulator)" if ctx.simulated else (environment.host or "")
-        rows = [{"workload": w, "requests": ctx.requests_by_workload.get(w, 0),
-                 "tokens_per_s": round(r.rate(), 1), "tokens": r.total_tokens, "target": target}
-                for w, r in sorted(ctx.token_rate_by_workload.items())]
-        rows.append({"workload": "Total", "requests": sum(ctx.requests_by_workload.values()),
-                     "tokens_per_s": round(ctx.token_rate.rate(), 1), "tokens": ctx.token_rate.total_tokens,
-                     "target": target})
+        rows = [
+            {
+                "workload": w,
+                "requests": ctx.requests_by_workload.get(w, 0),
+                "tokens_per_s": round(r.rate(), 1),
+                "tokens": r.total_tokens,
+                "target": target,
+            }
+            for w, r in sorted(ctx.token_rate_by_workload.items())
+        ]
+        rows.append(
+            {
+                "workload": "Total",
+                "requests": sum(ctx.requests_by_workload.values()),
+                "tokens_per_s": round(ctx.token_rate.rate(), 1),
+                "tokens": ctx.token_rate.total_tokens,
+                "target": target,
+            }
+        )
         payload = response.get_json()
         payload["extended_stats"] = [{"key": "tokenstorm", "data": rows}]
         response.set_data(json.dumps(payload))
         return response
 
 
+_INSTALLED: weakref.WeakSet[Events] = weakref.WeakSet()
+
+
 def install(event_hooks: Events | None = None) -> None:
     """Register tokenstorm's options and listeners (idempotent)."""
     ev = event_hooks or events
-    if getattr(ev, "_tokenstorm_installed", False):
+    if ev in _INSTALLED:
         return
-    setattr(ev, "_tokenstorm_installed", True)
+    _INSTALLED.add(ev)
     ev.init_command_line_parser.add_listener(_add_options)
     ev.init.add_listener(_remember_env)
     ev.init.add_listener(_on_init)

@@ -35,10 +35,22 @@ class ErrorCategory:
     NO_FINISH_REASON = "no_finish_reason"
     ERROR_EVENT = "error_event"
     NO_TOKENS = "no_tokens"
+    #: Stopped by the load test itself (run ended, user stopped) — kept, but not a server failure.
+    CANCELLED = "cancelled"
 
     ALL = (
-        RATE_LIMITED, CLIENT_ERROR, SERVER_ERROR, CONNECT, TIMEOUT, STREAM_DROPPED,
-        MALFORMED_CHUNK, MISSING_DONE, NO_FINISH_REASON, ERROR_EVENT, NO_TOKENS,
+        RATE_LIMITED,
+        CLIENT_ERROR,
+        SERVER_ERROR,
+        CONNECT,
+        TIMEOUT,
+        STREAM_DROPPED,
+        MALFORMED_CHUNK,
+        MISSING_DONE,
+        NO_FINISH_REASON,
+        ERROR_EVENT,
+        NO_TOKENS,
+        CANCELLED,
     )
 
 

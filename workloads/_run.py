@@ -17,7 +17,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ SECRET_OPTIONS = frozenset({"api_key"})
 
 def new_run_dir(root: Path, label: str, now: datetime | None = None) -> Path:
     """Create and return ``root/<UTC timestamp>_<label>/`` (suffixing ``-2``... if it exists)."""
-    stamp = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H-%M-%S")
+    stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H-%M-%S")
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", label).strip("-") or "run"
     base = root / f"{stamp}_{safe}"
     path, n = base, 1
@@ -99,6 +99,8 @@ class RunContext:
     model: str | None = None
     started_epoch_s: float | None = None
     warmup_s: float = 0.0
+    problem: str | None = None
+    emulator: Any = None  # the EmulatorProcess this process started, if any
     token_rate: TokenRate = field(default_factory=TokenRate)
     token_rate_by_workload: dict[str, TokenRate] = field(default_factory=dict)
     workers_seen: set[str] = field(default_factory=set)
@@ -143,8 +145,7 @@ class RunContext:
                 data = json.loads(line)
             except ValueError:
                 continue
-            self._account(str(data.get("workload")), int(data.get("output_tokens") or 0),
-                          str(data.get("worker_id")))
+            self._account(str(data.get("workload")), int(data.get("output_tokens") or 0), str(data.get("worker_id")))
         if self.writer is not None:
             self.writer.write_lines(lines)
 

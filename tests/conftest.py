@@ -1,0 +1,66 @@
+"""Shared helpers: run Locust headless as a user would, and read what it left behind."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCUST = [sys.executable, "-m", "locust"]
+
+
+@dataclass
+class LocustRun:
+    returncode: int
+    output: str
+    run_dir: Path | None
+    csv_prefix: Path
+
+    def records(self) -> list[dict]:
+        assert self.run_dir is not None, self.output[-3000:]
+        path = self.run_dir / "requests.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def run_json(self) -> dict:
+        assert self.run_dir is not None
+        return json.loads((self.run_dir / "run.json").read_text())
+
+    def locust_stats(self) -> dict[tuple[str, str], dict[str, int]]:
+        """Locust's own final counts per (type, name), from ``--json-file``."""
+        entries = json.loads(Path(f"{self.csv_prefix}.json").read_text())
+        return {
+            (e["method"], e["name"]): {"requests": e["num_requests"], "failures": e["num_failures"]} for e in entries
+        }
+
+
+def run_locust(tmp_path: Path, locustfile: str, *args: str, timeout_s: float = 180) -> LocustRun:
+    """Run ``locust -f locustfiles/<locustfile> --headless ...`` in ``tmp_path``."""
+    csv_prefix = tmp_path / "stats"
+    cmd = [
+        *LOCUST,
+        "-f",
+        str(ROOT / "locustfiles" / locustfile),
+        "--headless",
+        "--only-summary",
+        "--run-dir",
+        str(tmp_path / "runs"),
+        "--json-file",
+        str(csv_prefix),
+        *args,
+    ]
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=timeout_s)
+    runs = sorted((tmp_path / "runs").glob("*")) if (tmp_path / "runs").exists() else []
+    return LocustRun(proc.returncode, proc.stdout + proc.stderr, runs[-1] if runs else None, csv_prefix)
+
+
+@pytest.fixture
+def locust_runner(tmp_path: Path):  # type: ignore[no-untyped-def]
+    def _run(locustfile: str, *args: str, timeout_s: float = 180) -> LocustRun:
+        return run_locust(tmp_path, locustfile, *args, timeout_s=timeout_s)
+
+    return _run

@@ -1,0 +1,105 @@
+"""Starts a real vLLM server (CPU build) serving a tiny random-weight model made offline.
+
+The vLLM venv is ``.venv-vllm`` (made by scripts/test.sh) or ``$TOKENSTORM_VLLM_PYTHON``.
+The server is shared by every e2e test of the session and stopped at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+VLLM_PYTHON = Path(os.environ.get("TOKENSTORM_VLLM_PYTHON", ROOT / ".venv-vllm" / "bin" / "python"))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not VLLM_PYTHON.exists():
+        pytest.fail(
+            f"the vLLM CPU build is not installed at {VLLM_PYTHON}: run `bash scripts/test.sh`, "
+            "which installs it, or set TOKENSTORM_VLLM_PYTHON"
+        )
+    out = tmp_path_factory.mktemp("tiny-model")
+    subprocess.run(
+        [str(VLLM_PYTHON), str(Path(__file__).with_name("make_tiny_model.py")), str(out)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return out
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("vllm-log") / "server.log"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    cmd = [
+        str(VLLM_PYTHON),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(tiny_model),
+        "--served-model-name",
+        "tiny",
+        "--max-model-len",
+        "4096",
+        "--dtype",
+        "bfloat16",
+        "--enforce-eager",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 300
+        try:
+            while True:
+                if proc.poll() is not None:
+                    pytest.fail(f"vLLM exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
+                try:
+                    with urllib.request.urlopen(f"{url}/v1/models", timeout=2) as resp:
+                        if resp.status == 200:
+                            break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    pytest.fail(f"vLLM not ready in 300 s:\n{log_path.read_text()[-3000:]}")
+                time.sleep(1)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def scrape(url: str) -> dict[str, float]:
+    """Sum each metric family of vLLM's /metrics over its labels (for before/after deltas)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = urllib.request.urlopen(f"{url}/metrics", timeout=10).read().decode()
+    totals: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
+    return totals

@@ -1,0 +1,39 @@
+"""A default headless run: SIMULATED target, records that match the requests Locust counted."""
+
+from __future__ import annotations
+
+
+def test_headless_run_without_host_records_every_request(locust_runner) -> None:  # type: ignore[no-untyped-def]
+    run = locust_runner(
+        "chat.py",
+        "-u",
+        "20",
+        "-r",
+        "20",
+        "-t",
+        "8s",
+        "--api-key",
+        "sk-secret-123",
+        "--emulator-args",
+        "--ttft-ms 100 --itl-ms 5",
+    )
+    assert run.returncode == 0, run.output[-3000:]
+    assert "SIMULATED" in run.output
+    assert "_SIMULATED" in run.run_dir.name  # type: ignore[union-attr]
+    everything = run.records()
+    records = [r for r in everything if r["error_category"] != "cancelled"]
+    assert all(r["ttft_s"] is None or r["ttft_s"] > 0 for r in everything)
+    stats = run.locust_stats()
+    assert len(records) == (stats[("E2E", "chat")]["requests"]) > 0
+    assert (stats[("TTFT", "chat")]["requests"]) == len(records)
+    assert (stats[("TPOT", "chat")]["requests"]) == len(records)
+    for rec in records:
+        assert rec["ok"] and rec["ttft_s"] <= rec["e2e_s"] <= rec["done_s"]
+        assert rec["output_tokens"] > 0 and rec["prompt_tokens"] > 0
+    meta = run.run_json()
+    assert meta["simulated"] is True and meta["model"] == "tokenstorm-emulated"
+    assert meta["records"] == len(everything)
+    # The API key is a secret: nowhere in what the run left behind, nor in its console.
+    for path in run.run_dir.iterdir():  # type: ignore[union-attr]
+        assert "sk-secret-123" not in path.read_text()
+    assert "sk-secret-123" not in run.output
