@@ -1,0 +1,162 @@
+"""Client benchmark: SSE events/s per core, and TTFT accuracy under many concurrent streams.
+
+    .venv/bin/python benchmarks/bench_client.py [--events-only | --ttft-only]
+
+1. *Throughput.* A blast server (its own process, pinned to another core when there is one)
+   sends pre-rendered vLLM-style chat chunks as fast as the socket takes them. One client
+   process with N gevent users reads them through ``LlmClient`` — the same code path as a
+   Locust user. Figure: token events per second of client CPU time (= per core).
+2. *Accuracy.* The emulator (own process) imposes TTFT/ITL; C concurrent streams are read by
+   one client process; each record's TTFT is compared with the time the emulator really
+   wrote its first token (``/emulator/truth``, joined by request id). Figure: p50/p99 error.
+   The error includes the request's trip through the kernel and both event loops.
+Targets (issue #2): >= 30,000 events/s per core; p99 TTFT error <= 1 ms at 200 and 500 streams.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import resource
+import statistics
+import sys
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import gevent  # noqa: E402
+
+from emulator import EmulatorProcess  # noqa: E402
+from workloads import CompletionRequest, LlmClient  # noqa: E402
+
+
+def _blast_server(port_q: multiprocessing.Queue, tokens: int) -> None:  # type: ignore[type-arg]
+    if hasattr(os, "sched_setaffinity") and os.cpu_count() and os.cpu_count() > 1:  # type: ignore[operator]
+        os.sched_setaffinity(0, {1})
+
+    def chunk(data: bytes) -> bytes:
+        return b"%x\r\n%b\r\n" % (len(data), data)
+
+    events = [chunk(b'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+                    b'[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n')]
+    for i in range(tokens):
+        fin = b'"length"' if i == tokens - 1 else b"null"
+        events.append(chunk(b'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m",'
+                            b'"choices":[{"index":0,"delta":{"content":" tok"},"logprobs":null,"finish_reason":'
+                            + fin + b'}],"usage":{"prompt_tokens":5,"total_tokens":%d,"completion_tokens":%d}}\n\n'
+                            % (6 + i, i + 1)))
+    events.append(chunk(b'data: {"id":"chatcmpl-1","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":%d}}'
+                        b"\n\n" % tokens))
+    events.append(chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+    body = b"".join(events)
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                hdr = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in hdr.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":")[1])
+                await reader.readexactly(length)
+                writer.write(head + body)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port_q.put(server.sockets[0].getsockname()[1])
+        await server.serve_forever()
+
+    asyncio.run(main())
+
+
+def bench_events(users: int, tokens: int, seconds: float) -> None:
+    q: multiprocessing.Queue = multiprocessing.Queue()  # type: ignore[type-arg]
+    proc = multiprocessing.Process(target=_blast_server, args=(q, tokens), daemon=True)
+    proc.start()
+    port = q.get(timeout=10)
+    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
+        os.sched_setaffinity(0, {0})
+    req = CompletionRequest("bench", messages=[{"role": "user", "content": "x"}], max_tokens=tokens)
+    counts = {"events": 0, "requests": 0, "failed": 0}
+    stop_at = time.perf_counter() + seconds
+
+    def user() -> None:
+        client = LlmClient(f"http://127.0.0.1:{port}")
+        while time.perf_counter() < stop_at:
+            rec = client.complete(req, "m")
+            counts["events"] += rec.token_events
+            counts["requests"] += 1
+            counts["failed"] += not rec.ok
+        client.close()
+
+    ru0 = resource.getrusage(resource.RUSAGE_SELF)
+    t0 = time.perf_counter()
+    gevent.joinall([gevent.spawn(user) for _ in range(users)])
+    wall = time.perf_counter() - t0
+    ru1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    proc.terminate()
+    print(f"events: {users} users x {tokens}-token streams for {wall:.1f} s: {counts['requests']} requests "
+          f"({counts['failed']} failed), {counts['events']} token events")
+    print(f"events: {counts['events'] / cpu:,.0f} events per client CPU-second (per core); "
+          f"{counts['events'] / wall:,.0f} events/s wall; client CPU {cpu / wall:.0%} of one core")
+
+
+def bench_ttft(concurrency: int, rounds: int, ttft_ms: float, itl_ms: float, tokens: int) -> None:
+    with EmulatorProcess("--ttft-ms", str(ttft_ms), "--itl-ms", str(itl_ms), "--prefill-us-per-token", "0",
+                         "--max-num-seqs", str(concurrency * 2)) as emu:
+        req = CompletionRequest("bench", messages=[{"role": "user", "content": "x"}], max_tokens=tokens,
+                                ignore_eos=True)
+        records = []
+
+        def user(i: int) -> None:
+            client = LlmClient(emu.url)
+            client.complete(CompletionRequest("warm", messages=[], max_tokens=1), "m")  # connect first
+            gevent.sleep((i % 50) * ttft_ms / 50_000)  # spread starts over one TTFT
+            for _ in range(rounds):
+                records.append(client.complete(req, "m"))
+            client.close()
+
+        gevent.joinall([gevent.spawn(user, i) for i in range(concurrency)])
+        truth = {t["request_id"]: t for t in json.load(urllib.request.urlopen(f"{emu.url}/emulator/truth"))}
+    errors = sorted(abs(r.ttft_s - truth[r.request_id]["ttft_s"]) * 1000 for r in records if r.ok and r.ttft_s)
+    itl_err = sorted(
+        abs(a - b) * 1000
+        for r in records
+        if r.ok
+        for a, b in zip(r.itl_gaps_s, truth[r.request_id]["itl_s"], strict=False)
+    )
+    failed = sum(not r.ok for r in records)
+
+    def pct(xs: list[float], p: float) -> float:
+        return xs[min(len(xs) - 1, int(p / 100 * len(xs)))]
+
+    print(f"ttft: {concurrency} concurrent streams, {len(records)} requests ({failed} failed), imposed TTFT "
+          f"{ttft_ms:g} ms ITL {itl_ms:g} ms: |client - emulator| TTFT p50 {statistics.median(errors):.3f} ms, "
+          f"p99 {pct(errors, 99):.3f} ms, max {errors[-1]:.3f} ms; ITL p50 {statistics.median(itl_err):.3f} ms, "
+          f"p99 {pct(itl_err, 99):.3f} ms")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--events-only", action="store_true")
+    p.add_argument("--ttft-only", action="store_true")
+    p.add_argument("--seconds", type=float, default=10.0)
+    args = p.parse_args()
+    if not args.ttft_only:
+        bench_events(users=32, tokens=256, seconds=args.seconds)
+    if not args.events_only:
+        for concurrency in (200, 500):
+            bench_ttft(concurrency, rounds=3, ttft_ms=300, itl_ms=50, tokens=32)
+
+
+if __name__ == "__main__":
+    main()
