@@ -28,10 +28,10 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import gevent  # noqa: E402
+import gevent
 
-from emulator import EmulatorProcess  # noqa: E402
-from workloads import CompletionRequest, LlmClient  # noqa: E402
+from emulator import EmulatorProcess
+from workloads import CompletionRequest, LlmClient
 
 
 def _blast_server(port_q: multiprocessing.Queue, tokens: int) -> None:  # type: ignore[type-arg]
@@ -41,16 +41,25 @@ def _blast_server(port_q: multiprocessing.Queue, tokens: int) -> None:  # type: 
     def chunk(data: bytes) -> bytes:
         return b"%x\r\n%b\r\n" % (len(data), data)
 
-    events = [chunk(b'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":'
-                    b'[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n')]
+    events = [
+        chunk(
+            b'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+            b'[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}\n\n'
+        )
+    ]
     for i in range(tokens):
         fin = b'"length"' if i == tokens - 1 else b"null"
-        events.append(chunk(b'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m",'
-                            b'"choices":[{"index":0,"delta":{"content":" tok"},"logprobs":null,"finish_reason":'
-                            + fin + b'}],"usage":{"prompt_tokens":5,"total_tokens":%d,"completion_tokens":%d}}\n\n'
-                            % (6 + i, i + 1)))
-    events.append(chunk(b'data: {"id":"chatcmpl-1","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":%d}}'
-                        b"\n\n" % tokens))
+        events.append(
+            chunk(
+                b'data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m",'
+                b'"choices":[{"index":0,"delta":{"content":" tok"},"logprobs":null,"finish_reason":'
+                + fin
+                + b'}],"usage":{"prompt_tokens":5,"total_tokens":%d,"completion_tokens":%d}}\n\n' % (6 + i, i + 1)
+            )
+        )
+    events.append(
+        chunk(b'data: {"id":"chatcmpl-1","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":%d}}\n\n' % tokens)
+    )
     events.append(chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
     body = b"".join(events)
     head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
@@ -104,17 +113,30 @@ def bench_events(users: int, tokens: int, seconds: float) -> None:
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
     proc.terminate()
-    print(f"events: {users} users x {tokens}-token streams for {wall:.1f} s: {counts['requests']} requests "
-          f"({counts['failed']} failed), {counts['events']} token events")
-    print(f"events: {counts['events'] / cpu:,.0f} events per client CPU-second (per core); "
-          f"{counts['events'] / wall:,.0f} events/s wall; client CPU {cpu / wall:.0%} of one core")
+    print(
+        f"events: {users} users x {tokens}-token streams for {wall:.1f} s: {counts['requests']} requests "
+        f"({counts['failed']} failed), {counts['events']} token events"
+    )
+    print(
+        f"events: {counts['events'] / cpu:,.0f} events per client CPU-second (per core); "
+        f"{counts['events'] / wall:,.0f} events/s wall; client CPU {cpu / wall:.0%} of one core"
+    )
 
 
 def bench_ttft(concurrency: int, rounds: int, ttft_ms: float, itl_ms: float, tokens: int) -> None:
-    with EmulatorProcess("--ttft-ms", str(ttft_ms), "--itl-ms", str(itl_ms), "--prefill-us-per-token", "0",
-                         "--max-num-seqs", str(concurrency * 2)) as emu:
-        req = CompletionRequest("bench", messages=[{"role": "user", "content": "x"}], max_tokens=tokens,
-                                ignore_eos=True)
+    with EmulatorProcess(
+        "--ttft-ms",
+        str(ttft_ms),
+        "--itl-ms",
+        str(itl_ms),
+        "--prefill-us-per-token",
+        "0",
+        "--max-num-seqs",
+        str(concurrency * 2),
+    ) as emu:
+        req = CompletionRequest(
+            "bench", messages=[{"role": "user", "content": "x"}], max_tokens=tokens, ignore_eos=True
+        )
         records = []
 
         def user(i: int) -> None:
@@ -139,10 +161,12 @@ def bench_ttft(concurrency: int, rounds: int, ttft_ms: float, itl_ms: float, tok
     def pct(xs: list[float], p: float) -> float:
         return xs[min(len(xs) - 1, int(p / 100 * len(xs)))]
 
-    print(f"ttft: {concurrency} concurrent streams, {len(records)} requests ({failed} failed), imposed TTFT "
-          f"{ttft_ms:g} ms ITL {itl_ms:g} ms: |client - emulator| TTFT p50 {statistics.median(errors):.3f} ms, "
-          f"p99 {pct(errors, 99):.3f} ms, max {errors[-1]:.3f} ms; ITL p50 {statistics.median(itl_err):.3f} ms, "
-          f"p99 {pct(itl_err, 99):.3f} ms")
+    print(
+        f"ttft: {concurrency} concurrent streams, {len(records)} requests ({failed} failed), imposed TTFT "
+        f"{ttft_ms:g} ms ITL {itl_ms:g} ms: |client - emulator| TTFT p50 {statistics.median(errors):.3f} ms, "
+        f"p99 {pct(errors, 99):.3f} ms, max {errors[-1]:.3f} ms; ITL p50 {statistics.median(itl_err):.3f} ms, "
+        f"p99 {pct(itl_err, 99):.3f} ms"
+    )
 
 
 def main() -> None:
