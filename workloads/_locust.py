@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import shlex
+import time
 import weakref
 from pathlib import Path
 from typing import Any, ClassVar
@@ -227,6 +228,15 @@ def _add_options(parser: Any, **_kw: Any) -> None:
     group.add_argument("--run-dir", default="runs", help="Folder under which each run's directory is made")
     group.add_argument("--warmup", type=float, default=0.0, help="Seconds at the start marked as warm-up")
     group.add_argument(
+        "--gpu-monitor",
+        default="",
+        help="GPU samples: a sidecar URL (python -m monitors gpu on the GPU host), 'local', or empty for none",
+    )
+    group.add_argument("--monitor-interval", type=float, default=1.0, help="Seconds between GPU/server samples")
+    group.add_argument(
+        "--no-server-metrics", action="store_true", default=False, help="Do not scrape the target's /metrics"
+    )
+    group.add_argument(
         "--emulator-args",
         default="",
         include_in_web_ui=False,
@@ -276,6 +286,7 @@ def _on_test_start(environment: Environment, **_kw: Any) -> None:
             gevent.spawn_later(0.1, runner.quit if opts.headless else runner.stop)
         return
     gevent.spawn(_flush_loop, environment, ctx)
+    _start_monitor(environment, ctx, run_dir)
 
 
 def _preflight(environment: Environment, ctx: RunContext) -> str | None:
@@ -313,11 +324,58 @@ def _flush_loop(environment: Environment, ctx: RunContext) -> None:
             )
 
 
+def _start_monitor(environment: Environment, ctx: RunContext, run_dir: Path) -> None:
+    from monitors import NoGpuError, RunMonitor, open_gpu_sampler
+
+    opts = environment.parsed_options
+    gpu = str(getattr(opts, "gpu_monitor", "") or "")
+    local = None
+    if gpu == "local":
+        try:
+            local = open_gpu_sampler()
+        except NoGpuError as exc:
+            log.warning("tokenstorm: notice — %s; running without GPU samples", exc)
+    scrape = None if getattr(opts, "no_server_metrics", False) else environment.host
+    monitor = RunMonitor(
+        run_dir,
+        target_url=scrape,
+        gpu_monitor=gpu or None,
+        local_sampler=local,
+        api_key=getattr(opts, "api_key", None) or None,
+    )
+    ctx.monitor = monitor
+    interval = max(0.1, float(getattr(opts, "monitor_interval", 1.0) or 1.0))
+    threadpool = gevent.get_hub().threadpool
+
+    def loop() -> None:
+        # NVML calls block for milliseconds: run them in a real thread, not on the event loop.
+        sample_fn = threadpool.apply
+        next_t = time.monotonic()
+        while ctx.monitor is monitor:
+            monitor.poll_gpu(sample_fn)
+            monitor.poll_server()
+            next_t += interval
+            gevent.sleep(max(0.0, next_t - time.monotonic()))
+
+    ctx.monitor_greenlet = gevent.spawn(loop)
+
+
+def _stop_monitor(ctx: RunContext) -> None:
+    monitor, ctx.monitor = ctx.monitor, None
+    if ctx.monitor_greenlet is not None:
+        ctx.monitor_greenlet.kill(block=True)
+        ctx.monitor_greenlet = None
+    if monitor is not None:
+        monitor.poll()  # one last sample at the end of the run
+        monitor.close()
+
+
 def _on_test_stop(environment: Environment, **_kw: Any) -> None:
     ctx = context(environment)
     opts = environment.parsed_options
     if ctx.is_worker or opts is None or ctx.run_dir is None:
         return
+    _stop_monitor(ctx)
     ctx.flush()
     ctx.write_run_json(vars(opts), environment.host, {"status": "stopped"})
 
@@ -328,13 +386,14 @@ def _on_quitting(environment: Environment, **_kw: Any) -> None:
         ctx.write_run_json(
             vars(environment.parsed_options),
             environment.host,
-            {"status": "finished", "stopped_epoch_s": __import__("time").time()},
+            {"status": "finished", "stopped_epoch_s": time.time()},
         )
         log.info(
             "tokenstorm: %d request records in %s",
             ctx.writer.count if ctx.writer else 0,
             ctx.run_dir / "requests.jsonl",
         )
+    _stop_monitor(ctx)
     ctx.close()
     emu = ctx.emulator
     if emu is not None:
@@ -363,12 +422,40 @@ def _remember_env(environment: Environment, **_kw: Any) -> None:
     _ENVIRONMENTS[role] = environment
 
 
+_GPU_COLUMNS = (
+    ("gpu", "GPU"),
+    ("name", "Name"),
+    ("util_gpu_pct", "Util %"),
+    ("mem_used_mib", "Memory used MiB"),
+    ("mem_total_mib", "Memory total MiB"),
+    ("power_w", "Power W"),
+    ("temp_c", "Temp °C"),
+    ("sm_clock_mhz", "SM MHz"),
+)
+_SERVER_COLUMNS = (
+    ("running", "Running"),
+    ("waiting", "Waiting"),
+    ("kv_cache_usage", "KV cache usage"),
+    ("preemptions", "Preemptions"),
+    ("prefix_cache_hits", "Prefix-cache hits"),
+    ("generation_tokens", "Generated tokens"),
+)
+
+
+def _fmt(value: Any) -> Any:
+    return round(value, 3) if isinstance(value, float) else value
+
+
 def _extend_web_ui(environment: Environment) -> None:
     from flask import request
 
     web_ui = environment.web_ui
     assert web_ui is not None
-    web_ui.template_args["extended_tabs"] = [{"title": "LLM", "key": "tokenstorm"}]
+    web_ui.template_args["extended_tabs"] = [
+        {"title": "LLM", "key": "tokenstorm"},
+        {"title": "GPU", "key": "tokenstorm-gpu"},
+        {"title": "vLLM server", "key": "tokenstorm-server"},
+    ]
     web_ui.template_args["extended_tables"] = [
         {
             "key": "tokenstorm",
@@ -379,7 +466,9 @@ def _extend_web_ui(environment: Environment) -> None:
                 {"key": "tokens", "title": "Output tokens"},
                 {"key": "target", "title": "Target"},
             ],
-        }
+        },
+        {"key": "tokenstorm-gpu", "structure": [{"key": k, "title": t} for k, t in _GPU_COLUMNS]},
+        {"key": "tokenstorm-server", "structure": [{"key": k, "title": t} for k, t in _SERVER_COLUMNS]},
     ]
 
     app = web_ui.app
@@ -411,7 +500,15 @@ def _extend_web_ui(environment: Environment) -> None:
             }
         )
         payload = response.get_json()
-        payload["extended_stats"] = [{"key": "tokenstorm", "data": rows}]
+        monitor = ctx.monitor
+        gpu_rows = [{k: _fmt(g.get(k)) for k, _ in _GPU_COLUMNS} for g in (monitor.latest_gpu if monitor else [])]
+        server = monitor.latest_server if monitor else {}
+        server_rows = [{k: _fmt(server.get(k)) for k, _ in _SERVER_COLUMNS}] if server else []
+        payload["extended_stats"] = [
+            {"key": "tokenstorm", "data": rows},
+            {"key": "tokenstorm-gpu", "data": gpu_rows},
+            {"key": "tokenstorm-server", "data": server_rows},
+        ]
         response.set_data(json.dumps(payload))
         return response
 

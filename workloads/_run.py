@@ -101,6 +101,8 @@ class RunContext:
     warmup_s: float = 0.0
     problem: str | None = None
     emulator: Any = None  # the EmulatorProcess this process started, if any
+    monitor: Any = None  # monitors.RunMonitor of the current run (master/local)
+    monitor_greenlet: Any = None
     token_rate: TokenRate = field(default_factory=TokenRate)
     token_rate_by_workload: dict[str, TokenRate] = field(default_factory=dict)
     workers_seen: set[str] = field(default_factory=set)

@@ -40,3 +40,31 @@ def test_headless_chat_run_against_real_vllm(vllm_server: str, locust_runner) ->
     assert completed_tokens <= generated <= completed_tokens + 24 * len(cancelled)
     prefilled = after["vllm:prompt_tokens_total"] - before["vllm:prompt_tokens_total"]
     assert prefilled >= sum(r["prompt_tokens"] for r in records)
+
+    # Server metrics were scraped from vLLM during the run, on the records' time axis.
+    import json
+
+    server = [json.loads(line) for line in (run.run_dir / "server.jsonl").read_text().splitlines()]
+    samples = [s for s in server if not s.get("gap")]
+    assert len(samples) >= 8
+    first_req = min(r["start_epoch_s"] for r in everything)
+    last_req = max(r["start_epoch_s"] for r in everything)
+    assert min(s["epoch_s"] for s in samples) <= first_req + 1.5
+    assert max(s["epoch_s"] for s in samples) >= last_req
+    assert max(s["running"] for s in samples) >= 1
+    gen = [s["generation_tokens"] for s in samples]
+    assert gen == sorted(gen) and gen[-1] - gen[0] > 0
+    assert all(0.0 <= s["kv_cache_usage"] <= 1.0 for s in samples)
+
+
+def test_scraper_reads_real_vllm_metrics(vllm_server: str) -> None:
+    from monitors import ServerMetricsScraper
+
+    sample = ServerMetricsScraper(vllm_server).scrape()
+    assert sample.running is not None and sample.waiting is not None
+    assert sample.kv_cache_usage is not None and 0.0 <= sample.kv_cache_usage <= 1.0
+    assert sample.prefix_cache_queries is not None and sample.prefix_cache_hits is not None
+    assert sample.preemptions is not None
+    assert sample.generation_tokens and sample.prompt_tokens
+    for hist in (sample.ttft_hist, sample.itl_hist, sample.e2e_hist):
+        assert hist["count"] > 0 and "+Inf" in hist and hist["+Inf"] == hist["count"]

@@ -1,0 +1,29 @@
+"""GPU sampler (NVML, nvidia-smi fallback), vLLM /metrics scraper and the sidecar CLI."""
+
+from ._collector import RunMonitor
+from ._gpu import open_gpu_sampler
+from ._nvml import NoGpuError, NvmlSampler
+from ._samples import MONITOR_SCHEMA_VERSION, GpuSample, MonitorGap, ServerSample, to_line
+from ._sidecar import GpuSampler, Sidecar
+from ._smi import SMI_FIELDS, SmiSampler, parse_smi_csv
+from ._vllm_metrics import MetricsUnavailable, ServerMetricsScraper, parse_vllm_metrics
+
+__all__ = [
+    "MONITOR_SCHEMA_VERSION",
+    "SMI_FIELDS",
+    "GpuSample",
+    "GpuSampler",
+    "MetricsUnavailable",
+    "MonitorGap",
+    "NoGpuError",
+    "NvmlSampler",
+    "RunMonitor",
+    "ServerMetricsScraper",
+    "ServerSample",
+    "Sidecar",
+    "SmiSampler",
+    "open_gpu_sampler",
+    "parse_smi_csv",
+    "parse_vllm_metrics",
+    "to_line",
+]

@@ -1,0 +1,134 @@
+"""Collects monitor samples into a run directory while a load test runs.
+
+Used by the Locust master (or local runner) once per interval: pulls new samples from a GPU
+sidecar (``/samples?since=``) or samples local GPUs, scrapes the target's ``/metrics``, and
+appends both to ``gpu.jsonl`` / ``server.jsonl`` on the requests' wall-clock axis. A source
+that stops answering gets one :class:`MonitorGap` line per outage and one log line; the load
+test is never interrupted by a monitor.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import urllib.request
+from dataclasses import asdict
+from pathlib import Path
+from typing import IO, Any
+
+from ._samples import MonitorGap, to_line
+from ._sidecar import GpuSampler
+from ._vllm_metrics import MetricsUnavailable, ServerMetricsScraper
+
+__all__ = ["RunMonitor"]
+
+log = logging.getLogger("tokenstorm.monitors")
+
+
+class RunMonitor:
+    """One run's monitor state. Call :meth:`poll` every interval; :meth:`close` at the end."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        target_url: str | None,
+        gpu_monitor: str | None = None,
+        local_sampler: GpuSampler | None = None,
+        api_key: str | None = None,
+        timeout_s: float = 3.0,
+    ) -> None:
+        self._gpu_fh: IO[str] = (run_dir / "gpu.jsonl").open("a", encoding="utf-8")
+        self._server_fh: IO[str] = (run_dir / "server.jsonl").open("a", encoding="utf-8")
+        self._scraper = ServerMetricsScraper(target_url, timeout_s, api_key) if target_url else None
+        self._sidecar = gpu_monitor.rstrip("/") if gpu_monitor and gpu_monitor != "local" else None
+        self._local = local_sampler
+        self._timeout_s = timeout_s
+        self._since = time.time() - 2.0  # a sample taken just before the run started is still useful
+        self._down: dict[str, bool] = {}
+        self._server_seen = False
+        self.latest_gpu: list[dict[str, Any]] = []
+        self.latest_server: dict[str, Any] = {}
+        self.gaps = 0
+
+    # -- one round ------------------------------------------------------------------
+    def poll(self) -> None:
+        """Collect whatever is new from every source."""
+        self.poll_gpu()
+        self.poll_server()
+
+    def poll_gpu(self, sample_fn: Any = None) -> None:
+        """Pull GPU samples (``sample_fn`` runs the local sampler, e.g. in a thread pool)."""
+        if self._sidecar is not None:
+            try:
+                url = f"{self._sidecar}/samples?since={self._since:.6f}"
+                with urllib.request.urlopen(url, timeout=self._timeout_s) as resp:
+                    rows = json.loads(resp.read())
+            except (OSError, ValueError) as exc:
+                self._gap("gpu", f"GPU sidecar {self._sidecar} not answering ({_why(exc)})", self._gpu_fh)
+                return
+            self._up("gpu", f"GPU sidecar {self._sidecar}")
+            self._write_gpu(rows)
+        elif self._local is not None:
+            try:
+                batch = sample_fn(self._local.sample) if sample_fn else self._local.sample()
+            except Exception as exc:  # the driver failed this once
+                self._gap("gpu", f"local GPU sampling failed ({_why(exc)})", self._gpu_fh)
+                return
+            self._up("gpu", "local GPU sampling")
+            self._write_gpu([asdict(s) for s in batch])
+
+    def poll_server(self) -> None:
+        """Scrape the target's /metrics once."""
+        if self._scraper is None:
+            return
+        try:
+            sample = self._scraper.scrape()
+        except MetricsUnavailable as exc:
+            if not self._server_seen:
+                log.warning("tokenstorm: notice — %s; server metrics are off for this run", exc)
+                self._scraper = None
+                return
+            self._gap("server", str(exc), self._server_fh)
+            return
+        self._server_seen = True
+        self._up("server", self._scraper.url)
+        self.latest_server = asdict(sample)
+        self._server_fh.write(to_line(sample) + "\n")
+        self._server_fh.flush()
+
+    # -- helpers --------------------------------------------------------------------
+    def _write_gpu(self, rows: list[dict[str, Any]]) -> None:
+        if not rows:
+            return
+        self._gpu_fh.write("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows))
+        self._gpu_fh.flush()
+        self._since = max(self._since, max(float(r["epoch_s"]) for r in rows))
+        latest: dict[int, dict[str, Any]] = {}
+        for r in rows:
+            latest[int(r["gpu"])] = r
+        self.latest_gpu = [latest[k] for k in sorted(latest)]
+
+    def _gap(self, source: str, reason: str, fh: IO[str]) -> None:
+        if self._down.get(source):
+            return
+        self._down[source] = True
+        self.gaps += 1
+        log.warning("tokenstorm: %s — recording a gap; the load test goes on", reason)
+        fh.write(to_line(MonitorGap(epoch_s=time.time(), source=source, reason=reason)) + "\n")
+        fh.flush()
+
+    def _up(self, source: str, what: str) -> None:
+        if self._down.pop(source, False):
+            log.info("tokenstorm: %s is back", what)
+
+    def close(self) -> None:
+        """Close both files."""
+        self._gpu_fh.close()
+        self._server_fh.close()
+
+
+def _why(exc: BaseException) -> str:
+    reason = getattr(exc, "reason", None) or exc
+    return str(reason)[:150]

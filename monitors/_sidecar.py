@@ -1,0 +1,145 @@
+"""The GPU sidecar: samples on a timer, appends to a JSONL file, serves samples over HTTP.
+
+Endpoints (JSON): ``/health``; ``/info`` (GPUs, backend, interval); ``/samples?since=EPOCH``
+(every kept sample newer than EPOCH, oldest first; the Locust master polls this);
+``/latest``. It keeps the last ``keep`` samples in memory and everything on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import asdict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import parse_qs, urlsplit
+
+from ._samples import GpuSample, to_line
+
+__all__ = ["GpuSampler", "Sidecar"]
+
+
+class GpuSampler(Protocol):
+    """What the sidecar needs from a sampler (NVML, nvidia-smi or a fake)."""
+
+    source: str
+
+    def sample(self) -> list[GpuSample]: ...
+
+    def close(self) -> None: ...
+
+
+class Sidecar:
+    """Runs the sampling loop in a thread and an HTTP server in another."""
+
+    def __init__(
+        self,
+        sampler: GpuSampler,
+        *,
+        interval_s: float = 1.0,
+        out_path: Path | None = None,
+        host: str = "127.0.0.1",
+        port: int = 9400,
+        keep: int = 86_400,
+    ) -> None:
+        self.sampler = sampler
+        self.interval_s = interval_s
+        self.out_path = out_path
+        self._samples: deque[dict[str, Any]] = deque(maxlen=keep)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.cpu_s = 0.0
+        self.errors = 0
+        self._httpd = ThreadingHTTPServer((host, port), self._handler())
+        self._httpd.daemon_threads = True
+        self.port = int(self._httpd.server_address[1])
+        self._threads = [
+            threading.Thread(target=self._loop, name="gpu-sampler", daemon=True),
+            threading.Thread(target=self._httpd.serve_forever, name="gpu-http", daemon=True),
+        ]
+
+    def start(self) -> Sidecar:
+        """Start sampling and serving."""
+        for t in self._threads:
+            t.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop both threads and release the sampler."""
+        self._stop.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._threads[0].join(5)
+        self.sampler.close()
+
+    def samples_since(self, since: float) -> list[dict[str, Any]]:
+        """Kept samples with ``epoch_s`` > ``since``."""
+        with self._lock:
+            return [s for s in self._samples if s["epoch_s"] > since]
+
+    def _loop(self) -> None:
+        fh = self.out_path.open("a", encoding="utf-8") if self.out_path else None
+        next_t = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                c0 = time.thread_time()
+                try:
+                    batch = self.sampler.sample()
+                except Exception:  # a transient driver error: count it, keep sampling
+                    self.errors += 1
+                    batch = []
+                rows = [asdict(s) for s in batch]
+                with self._lock:
+                    self._samples.extend(rows)
+                if fh is not None and batch:
+                    fh.write("".join(to_line(s) + "\n" for s in batch))
+                    fh.flush()
+                self.cpu_s += time.thread_time() - c0
+                next_t += self.interval_s
+                self._stop.wait(max(0.0, next_t - time.monotonic()))
+        finally:
+            if fh is not None:
+                fh.close()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        sidecar = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                url = urlsplit(self.path)
+                if url.path == "/health":
+                    self._send(200, {"ok": True})
+                elif url.path == "/info":
+                    self._send(
+                        200,
+                        {"backend": sidecar.sampler.source, "interval_s": sidecar.interval_s, "errors": sidecar.errors},
+                    )
+                elif url.path == "/samples":
+                    try:
+                        since = float(parse_qs(url.query).get("since", ["0"])[0])
+                    except ValueError:
+                        self._send(400, {"error": "since must be an epoch time in seconds"})
+                        return
+                    self._send(200, sidecar.samples_since(since))
+                elif url.path == "/latest":
+                    with sidecar._lock:
+                        last = list(sidecar._samples)[-8:]
+                    self._send(200, last)
+                else:
+                    self._send(404, {"error": f"no route {url.path}"})
+
+            def _send(self, status: int, body: Any) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass  # polled every second: keep the console quiet
+
+        return Handler
