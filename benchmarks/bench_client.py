@@ -147,7 +147,18 @@ def bench_ttft(concurrency: int, rounds: int, ttft_ms: float, itl_ms: float, tok
                 records.append(client.complete(req, "m"))
             client.close()
 
+        import psutil
+
+        emu_proc = psutil.Process(emu._proc.pid)
+        e0 = emu_proc.cpu_times()
+        ru0 = resource.getrusage(resource.RUSAGE_SELF)
+        w0 = time.perf_counter()
         gevent.joinall([gevent.spawn(user, i) for i in range(concurrency)])
+        wall = time.perf_counter() - w0
+        ru1 = resource.getrusage(resource.RUSAGE_SELF)
+        e1 = emu_proc.cpu_times()
+        client_cpu = (ru1.ru_utime - ru0.ru_utime + ru1.ru_stime - ru0.ru_stime) / wall
+        emu_cpu = (e1.user - e0.user + e1.system - e0.system) / wall
         truth = {t["request_id"]: t for t in json.load(urllib.request.urlopen(f"{emu.url}/emulator/truth"))}
     errors = sorted(abs(r.ttft_s - truth[r.request_id]["ttft_s"]) * 1000 for r in records if r.ok and r.ttft_s)
     itl_err = sorted(
@@ -165,7 +176,7 @@ def bench_ttft(concurrency: int, rounds: int, ttft_ms: float, itl_ms: float, tok
         f"ttft: {concurrency} concurrent streams, {len(records)} requests ({failed} failed), imposed TTFT "
         f"{ttft_ms:g} ms ITL {itl_ms:g} ms: |client - emulator| TTFT p50 {statistics.median(errors):.3f} ms, "
         f"p99 {pct(errors, 99):.3f} ms, max {errors[-1]:.3f} ms; ITL p50 {statistics.median(itl_err):.3f} ms, "
-        f"p99 {pct(itl_err, 99):.3f} ms"
+        f"p99 {pct(itl_err, 99):.3f} ms; CPU: client {client_cpu:.0%}, emulator {emu_cpu:.0%} of one core"
     )
 
 
