@@ -40,9 +40,11 @@ def main() -> None:
     sampler.close()
     med_cpu = statistics.median(cpu)
     mean_cpu = statistics.fmean(cpu)  # PCIe reads every Nth sample make the mean the honest figure
-    print(f"gpu sampling ({'fake NVML' if args.fake else 'NVML'}, {sampler.gpu_count} GPU(s), PCIe every "
-          f"{args.pcie_every}): CPU per sample median {med_cpu * 1e3:.3f} ms, mean {mean_cpu * 1e3:.3f} ms; "
-          f"wall median {statistics.median(wall) * 1e3:.2f} ms, max {max(wall) * 1e3:.2f} ms")
+    print(
+        f"gpu sampling ({'fake NVML' if args.fake else 'NVML'}, {sampler.gpu_count} GPU(s), PCIe every "
+        f"{args.pcie_every}): CPU per sample median {med_cpu * 1e3:.3f} ms, mean {mean_cpu * 1e3:.3f} ms; "
+        f"wall median {statistics.median(wall) * 1e3:.2f} ms, max {max(wall) * 1e3:.2f} ms"
+    )
     print(f"gpu sampling at 1 Hz: {mean_cpu:.3%} of one core (target < 1%)")
 
 

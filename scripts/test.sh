@@ -14,6 +14,12 @@ if [ ! -x .venv-vllm/bin/python ] || ! .venv-vllm/bin/python -c 'import vllm' 2>
   .venv-vllm/bin/pip uninstall -q -y torchvision torchaudio torchcodec || true
 fi
 
+if ! command -v chromium >/dev/null 2>&1; then
+  # Debian's Chromium for the report's browser test (Playwright drives it; no browser download).
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -q >/dev/null && $SUDO apt-get install -y -q chromium >/dev/null
+fi
+
 .venv/bin/ruff check .
 .venv/bin/mypy
 .venv/bin/python -m pytest -q -W error tests "$@"

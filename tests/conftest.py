@@ -64,3 +64,30 @@ def locust_runner(tmp_path: Path):  # type: ignore[no-untyped-def]
         return run_locust(tmp_path, locustfile, *args, timeout_s=timeout_s)
 
     return _run
+
+
+def make_run_dir(path: Path, records: list[dict], meta: dict | None = None) -> Path:
+    """Write a run directory by hand (constructed data with known answers)."""
+    from workloads import RequestRecord
+
+    path.mkdir(parents=True, exist_ok=True)
+    with (path / "requests.jsonl").open("w") as fh:
+        for r in records:
+            rec = RequestRecord(**{"endpoint": "/v1/chat/completions", "model": "m", "stream": True, **r})
+            fh.write(rec.to_json() + "\n")
+    doc = {"target": "http://gpu:8000", "model": "m", "simulated": False, "started_epoch_s": 1000.0,
+           "options": {}, "records": len(records)}  # fmt: skip
+    (path / "run.json").write_text(json.dumps({**doc, **(meta or {})}))
+    return path
+
+
+def request(i: int, ttft_ms: float, workload: str = "chat", ok: bool = True, **kw: object) -> dict:
+    """One successful (or failed) request record starting at 1000 + i/10 s."""
+    base: dict = {"workload": workload, "start_epoch_s": 1000.0 + i / 10, "ok": ok}
+    if ok:
+        base.update(ttft_s=ttft_ms / 1000, e2e_s=ttft_ms / 1000 + 0.5, output_tokens=51, prompt_tokens=100,
+                    tpot_s=0.01, itl_gaps_s=[0.01] * 50, finish_reason="length")  # fmt: skip
+    else:
+        base.update(error_category="http_5xx", status_code=500, error_detail="HTTP 500: boom")
+    base.update(kw)
+    return base

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import shlex
+import sys
 import time
 import weakref
 from pathlib import Path
@@ -228,6 +229,17 @@ def _add_options(parser: Any, **_kw: Any) -> None:
     group.add_argument("--run-dir", default="runs", help="Folder under which each run's directory is made")
     group.add_argument("--warmup", type=float, default=0.0, help="Seconds at the start marked as warm-up")
     group.add_argument(
+        "--slo",
+        default="",
+        help="SLO file (YAML); checked before any traffic. Exit code: 0 held, 1 an SLO failed, 3 run failed",
+    )
+    group.add_argument(
+        "--run-fail-error-rate",
+        type=float,
+        default=0.5,
+        help="Share of failed requests above which the run itself counts as failed (exit 3)",
+    )
+    group.add_argument(
         "--gpu-monitor",
         default="",
         help="GPU samples: a sidecar URL (python -m monitors gpu on the GPU host), 'local', or empty for none",
@@ -251,6 +263,7 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
     opts = environment.parsed_options
     if ctx.is_worker or opts is None:
         return
+    _load_slo_spec_or_exit(environment, ctx)
     if not environment.host and not any(getattr(u, "host", None) for u in environment.user_classes):
         emu = EmulatorProcess(*shlex.split(getattr(opts, "emulator_args", "") or ""))
         ctx.emulator_url = emu.url
@@ -259,6 +272,29 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
         log.warning("tokenstorm: SIMULATED — no --host given, targeting the built-in emulator at %s", emu.url)
     if environment.web_ui is not None:
         _extend_web_ui(environment)
+
+
+def _load_slo_spec_or_exit(environment: Environment, ctx: RunContext) -> None:
+    """Reject a bad SLO file before any traffic: one line with the file, line and reason."""
+    from reports import SloSpecError, load_slo_spec
+
+    opts = environment.parsed_options
+    path = str(getattr(opts, "slo", "") or "")
+    try:
+        spec = load_slo_spec(path or None)
+        known = {str(getattr(u, "workload", u.__name__)) for u in environment.user_classes}
+        unknown = spec.workloads_named() - known - {"run", "*"}
+        if unknown:
+            first = min((t for t in spec.targets if t.scope in unknown), key=lambda t: t.scope_line)
+            raise SloSpecError(
+                f"{spec.source}:{first.scope_line}: no workload named {first.scope!r} in this locustfile "
+                f"(known: {', '.join(sorted(known))}, or 'run' / '*')"
+            )
+    except SloSpecError as exc:
+        sys.stderr.write(f"tokenstorm: invalid SLO file: {exc}\n")
+        raise SystemExit(EXIT_RUN_FAILED) from None
+    ctx.slo_spec = spec
+    ctx.slo_spec_text = Path(path).read_text(encoding="utf-8") if path else None
 
 
 def _on_test_start(environment: Environment, **_kw: Any) -> None:
@@ -274,9 +310,8 @@ def _on_test_start(environment: Environment, **_kw: Any) -> None:
     )
     ctx.model = getattr(opts, "model", "") or None
     problem = ctx.problem = _preflight(environment, ctx)
-    ctx.write_run_json(
-        vars(opts), environment.host, {"status": "running" if not problem else "failed", "problem": problem}
-    )
+    ctx.report_built = False
+    ctx.write_run_json(vars(opts), environment.host, _run_extra(ctx, "running" if not problem else "failed"))
     log.info("tokenstorm: run directory %s%s", run_dir, " (SIMULATED)" if ctx.simulated else "")
     if problem:
         log.error("tokenstorm: %s", problem)
@@ -324,6 +359,44 @@ def _flush_loop(environment: Environment, ctx: RunContext) -> None:
             )
 
 
+def _run_extra(ctx: RunContext, status: str, **more: Any) -> dict[str, Any]:
+    spec = ctx.slo_spec
+    return {
+        "status": status,
+        "problem": ctx.problem,
+        "slo_spec_text": ctx.slo_spec_text,
+        "slo_spec_source": spec.source if spec is not None else None,
+        **more,
+    }
+
+
+def _build_outputs(environment: Environment, ctx: RunContext) -> None:
+    """Write report.html, junit.xml, summary.json and set the process exit code."""
+    from reports import build_report
+
+    if ctx.run_dir is None or ctx.report_built:
+        return
+    ctx.report_built = True
+    ctx.flush()
+    try:
+        result = build_report(ctx.run_dir, ctx.slo_spec)
+    except Exception:  # a bug in the report must not hide the records; say where they are
+        log.exception("tokenstorm: building the report failed; the records are in %s", ctx.run_dir)
+        environment.process_exit_code = EXIT_RUN_FAILED
+        return
+    if environment.process_exit_code != EXIT_RUN_FAILED:
+        environment.process_exit_code = result.exit_code
+    level = logging.INFO if result.exit_code == 0 else logging.ERROR
+    log.log(
+        level,
+        "tokenstorm: %s — %s (exit code %d)",
+        result.summary.verdict.upper(),
+        result.summary.reason,
+        result.exit_code,
+    )
+    log.info("tokenstorm: report %s", result.report)
+
+
 def _start_monitor(environment: Environment, ctx: RunContext, run_dir: Path) -> None:
     from monitors import NoGpuError, RunMonitor, open_gpu_sampler
 
@@ -346,18 +419,24 @@ def _start_monitor(environment: Environment, ctx: RunContext, run_dir: Path) -> 
     ctx.monitor = monitor
     interval = max(0.1, float(getattr(opts, "monitor_interval", 1.0) or 1.0))
     threadpool = gevent.get_hub().threadpool
+    load_fh = (run_dir / "load.jsonl").open("a", encoding="utf-8")
 
     def loop() -> None:
         # NVML calls block for milliseconds: run them in a real thread, not on the event loop.
         sample_fn = threadpool.apply
         next_t = time.monotonic()
         while ctx.monitor is monitor:
+            runner = environment.runner
+            users = runner.user_count if runner is not None else 0
+            load_fh.write(json.dumps({"epoch_s": time.time(), "users": users}) + "\n")
+            load_fh.flush()
             monitor.poll_gpu(sample_fn)
             monitor.poll_server()
             next_t += interval
             gevent.sleep(max(0.0, next_t - time.monotonic()))
 
     ctx.monitor_greenlet = gevent.spawn(loop)
+    ctx.monitor_greenlet.link(lambda _g: load_fh.close())
 
 
 def _stop_monitor(ctx: RunContext) -> None:
@@ -377,17 +456,21 @@ def _on_test_stop(environment: Environment, **_kw: Any) -> None:
         return
     _stop_monitor(ctx)
     ctx.flush()
-    ctx.write_run_json(vars(opts), environment.host, {"status": "stopped"})
+    ctx.write_run_json(vars(opts), environment.host, _run_extra(ctx, "stopped", stopped_epoch_s=time.time()))
+    _build_outputs(environment, ctx)
 
 
 def _on_quitting(environment: Environment, **_kw: Any) -> None:
     ctx = context(environment)
     if not ctx.is_worker and ctx.run_dir is not None and environment.parsed_options is not None:
-        ctx.write_run_json(
-            vars(environment.parsed_options),
-            environment.host,
-            {"status": "finished", "stopped_epoch_s": time.time()},
-        )
+        if not ctx.report_built:
+            _stop_monitor(ctx)
+            ctx.write_run_json(
+                vars(environment.parsed_options),
+                environment.host,
+                _run_extra(ctx, "finished", stopped_epoch_s=time.time()),
+            )
+            _build_outputs(environment, ctx)
         log.info(
             "tokenstorm: %d request records in %s",
             ctx.writer.count if ctx.writer else 0,

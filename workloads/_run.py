@@ -103,6 +103,9 @@ class RunContext:
     emulator: Any = None  # the EmulatorProcess this process started, if any
     monitor: Any = None  # monitors.RunMonitor of the current run (master/local)
     monitor_greenlet: Any = None
+    slo_spec: Any = None  # reports.SloSpec checked at start-up
+    slo_spec_text: str | None = None
+    report_built: bool = False
     token_rate: TokenRate = field(default_factory=TokenRate)
     token_rate_by_workload: dict[str, TokenRate] = field(default_factory=dict)
     workers_seen: set[str] = field(default_factory=set)

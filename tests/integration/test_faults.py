@@ -51,7 +51,7 @@ def _check_fault(client: LlmClient, fault: str) -> None:
 
 def test_headless_run_with_faults_records_every_category_and_keeps_running(locust_runner) -> None:  # type: ignore[no-untyped-def]
     faults = " ".join(
-        f"--fault {k}=0.06" for k in ("429", "500", "503", "refuse", "drop", "malformed", "no_done", "stall")
+        f"--fault {k}=0.04" for k in ("429", "500", "503", "refuse", "drop", "malformed", "no_done", "stall")
     )
     run = locust_runner(
         "chat.py",

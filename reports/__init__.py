@@ -1,0 +1,27 @@
+"""Run directory reader, SLO evaluation, HTML/JUnit/JSON outputs and run comparison."""
+
+from ._build import EXIT_CODES, BuildResult, build_report, spec_for_run
+from ._compare import Comparison, compare_runs
+from ._rundir import RunData, load_run
+from ._slo import DEFAULT_SLO_TEXT, SloResult, SloSpec, SloSpecError, SloTarget, evaluate, load_slo_spec
+from ._summary import RunSummary, summarize
+
+__all__ = [
+    "DEFAULT_SLO_TEXT",
+    "EXIT_CODES",
+    "BuildResult",
+    "Comparison",
+    "RunData",
+    "RunSummary",
+    "SloResult",
+    "SloSpec",
+    "SloSpecError",
+    "SloTarget",
+    "build_report",
+    "compare_runs",
+    "evaluate",
+    "load_run",
+    "load_slo_spec",
+    "spec_for_run",
+    "summarize",
+]

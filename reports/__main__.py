@@ -1,0 +1,56 @@
+"""``python -m reports``: build a run's report, or compare runs.
+
+    python -m reports build RUN_DIR [--slo slo.yaml]
+    python -m reports compare RUN_A RUN_B ... [--baseline 0] [--threshold 10] [--html out.html]
+
+build exits 0 when the SLOs held, 1 when one failed, 3 when the run itself failed;
+compare exits 1 when a run regressed against the baseline by more than the threshold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ._build import build_report, spec_for_run
+from ._compare import compare_runs
+from ._slo import SloSpecError
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    p = argparse.ArgumentParser(prog="python -m reports", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    sub = p.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="write report.html, junit.xml and summary.json into RUN_DIR")
+    b.add_argument("run_dir", type=Path)
+    b.add_argument("--slo", type=Path, default=None, help="judge by this SLO file instead of the run's own")
+    c = sub.add_parser("compare", help="compare runs side by side")
+    c.add_argument("run_dirs", type=Path, nargs="+")
+    c.add_argument("--baseline", type=int, default=0, help="index of the baseline run (default 0: the first)")
+    c.add_argument("--threshold", type=float, default=10.0, help="regression threshold in percent (default 10)")
+    c.add_argument("--html", type=Path, default=None, help="also write the comparison as HTML")
+    args = p.parse_args(argv)
+    try:
+        if args.cmd == "build":
+            result = build_report(args.run_dir, spec_for_run(args.run_dir, args.slo))
+            print(f"reports: {result.summary.verdict}: {result.summary.reason}")
+            print(f"reports: wrote {result.report}, {result.junit.name}, {result.summary_json.name}")
+            return result.exit_code
+        if len(args.run_dirs) < 2:
+            p.error("compare needs at least two run directories")
+        if not 0 <= args.baseline < len(args.run_dirs):
+            p.error("--baseline must index one of the runs given")
+        comparison = compare_runs(args.run_dirs, args.baseline, args.threshold)
+        print(comparison.to_text())
+        if args.html:
+            args.html.write_text(comparison.to_html(), encoding="utf-8")
+        return 1 if comparison.regressions else 0
+    except (FileNotFoundError, SloSpecError) as exc:
+        print(f"reports: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

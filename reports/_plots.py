@@ -1,0 +1,146 @@
+"""Figures for the report (matplotlib, Agg), returned as base64 PNG for a self-contained page."""
+
+from __future__ import annotations
+
+import base64
+import io
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from ._rundir import RunData
+
+__all__ = ["distribution_png", "timeseries_png"]
+
+
+def _png(fig: Figure) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def _legend(ax: Axes, ncol: int = 1) -> None:
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, ncol=ncol)
+
+
+def _binned(t: np.ndarray, v: np.ndarray, edges: np.ndarray, q: float) -> np.ndarray:
+    idx = np.digitize(t, edges) - 1
+    out = np.full(len(edges) - 1, np.nan)
+    order = np.argsort(idx, kind="stable")
+    idx_sorted, v_sorted = idx[order], v[order]
+    bounds = np.searchsorted(idx_sorted, np.arange(len(edges)))
+    for b in range(len(edges) - 1):
+        chunk = v_sorted[bounds[b] : bounds[b + 1]]
+        chunk = chunk[~np.isnan(chunk)]
+        if chunk.size:
+            out[b] = np.percentile(chunk, q)
+    return out
+
+
+def timeseries_png(run: RunData, t0: float, mask: np.ndarray) -> tuple[str, list[str]]:
+    """One figure, one shared time axis; returns (png, panel titles)."""
+    df = run.requests
+    ok = mask & df["ok"].fillna(False).astype(bool).to_numpy()
+    start = df["start_epoch_s"].to_numpy(dtype=float) - t0
+    end_span = float(np.nanmax(start + df["e2e_s"].fillna(0).to_numpy(dtype=float))) if len(df) else 1.0
+    bin_s = max(1.0, round(end_span / 60))
+    edges = np.arange(0, end_span + bin_s, bin_s)
+    if len(edges) < 2:
+        edges = np.array([0.0, bin_s])
+    mids = (edges[:-1] + edges[1:]) / 2
+    panels: list[tuple[str, Any]] = []
+
+    if not run.load.empty and "users" in run.load.columns:
+        panels.append(("Users", lambda ax: ax.step(run.load["epoch_s"] - t0, run.load["users"], where="post")))
+    ttft = df["ttft_s"].to_numpy(dtype=float, na_value=np.nan) * 1000
+    e2e = df["e2e_s"].to_numpy(dtype=float, na_value=np.nan) * 1000
+
+    def latency(ax: Axes) -> None:
+        for name, vals in (("TTFT", ttft), ("E2E", e2e)):
+            for q, style in ((50, "-"), (95, "--")):
+                ax.plot(mids, _binned(start[ok], vals[ok], edges, q), style, label=f"{name} p{q}")
+        ax.set_ylabel("ms")
+        _legend(ax, ncol=4)
+
+    panels.append(("Latency (ms) by request start", latency))
+    end = start + df["e2e_s"].fillna(0).to_numpy(dtype=float)
+    tokens = df["output_tokens"].fillna(0).to_numpy(dtype=float)
+
+    def throughput(ax: Axes) -> None:
+        sums, _ = np.histogram(end[ok], bins=edges, weights=tokens[ok])
+        ax.plot(mids, sums / bin_s, label="output tok/s")
+        ax.set_ylabel("tok/s")
+
+    panels.append(("Output tokens/s", throughput))
+    gpu = run.gpu
+    if not gpu.empty:
+        for col, title in (("util_gpu_pct", "GPU utilisation %"), ("mem_used_mib", "GPU memory used (GiB)"),
+                           ("power_w", "GPU power (W)")):  # fmt: skip
+            if col not in gpu.columns:
+                continue
+
+            def draw(ax: Axes, col: str = col) -> None:
+                for key, g in gpu.groupby([c for c in ("host", "gpu") if c in gpu.columns]):
+                    y = g[col] / 1024 if col == "mem_used_mib" else g[col]
+                    ax.plot(g["epoch_s"] - t0, y, label=f"GPU {key[-1] if isinstance(key, tuple) else key}")
+                _legend(ax)
+
+            panels.append((title, draw))
+    server = run.server
+    if not server.empty:
+
+        def sched(ax: Axes) -> None:
+            for col in ("running", "waiting"):
+                if col in server.columns:
+                    ax.plot(server["epoch_s"] - t0, server[col], label=f"vLLM {col}")
+            _legend(ax)
+
+        panels.append(("vLLM requests running / waiting", sched))
+        if "kv_cache_usage" in server.columns:
+            panels.append(
+                ("vLLM KV-cache usage %", lambda ax: ax.plot(server["epoch_s"] - t0, server["kv_cache_usage"] * 100))
+            )
+    fig, axes = plt.subplots(len(panels), 1, figsize=(11, 1.9 * len(panels)), sharex=True, squeeze=False)
+    gaps = pd.concat([run.gpu_gaps, run.server_gaps]) if not (run.gpu_gaps.empty and run.server_gaps.empty) else None
+    for ax, (title, draw) in zip(axes[:, 0], panels, strict=True):
+        draw(ax)
+        ax.set_title(title, fontsize=9, loc="left")
+        ax.grid(alpha=0.3)
+        if gaps is not None and not gaps.empty:
+            for g in gaps["epoch_s"]:
+                ax.axvline(float(g) - t0, color="red", alpha=0.5, linewidth=1)
+    axes[-1, 0].set_xlabel("seconds since the run started")
+    return _png(fig), [p[0] for p in panels]
+
+
+def distribution_png(run: RunData, mask: np.ndarray) -> str:
+    """CDFs of TTFT and E2E per workload, and the ITL histogram."""
+    df = run.requests
+    ok = mask & df["ok"].fillna(False).astype(bool).to_numpy()
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.2))
+    for w in sorted(set(df.loc[ok, "workload"].dropna())):
+        sel = ok & (df["workload"] == w).to_numpy()
+        for ax, col in ((axes[0], "ttft_s"), (axes[1], "e2e_s")):
+            v = np.sort(df.loc[sel, col].dropna().to_numpy(dtype=float) * 1000)
+            if v.size:
+                step = max(1, v.size // 2000)
+                ax.plot(v[::step], np.linspace(0, 1, v.size)[::step], label=str(w))
+    for ax, title in ((axes[0], "TTFT CDF (ms)"), (axes[1], "E2E CDF (ms)")):
+        ax.set_title(title, fontsize=9)
+        ax.grid(alpha=0.3)
+        _legend(ax)
+    itl = run.itl_values(ok) * 1000
+    if itl.size:
+        hi = np.percentile(itl, 99.5)
+        axes[2].hist(np.clip(itl, 0, hi), bins=60)
+    axes[2].set_title("ITL histogram (ms, clipped at p99.5)", fontsize=9)
+    return _png(fig)

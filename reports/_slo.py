@@ -1,0 +1,319 @@
+"""SLO specs (YAML) and their evaluation against a run's raw records.
+
+    warmup_s: 30              # requests that started in the first 30 s are not judged
+    gpus: 1                   # GPUs behind the target, when no GPU samples say so
+    slos:
+      chat:                   # a workload name, "*" (every workload) or "run" (all requests)
+        ttft_ms: {p95: 800}
+        e2e_ms: {p95: 1200}
+        itl_ms: {p99: 150}
+        tpot_ms: {p50: 60}
+        error_rate: {max: 0.01}
+      run:
+        output_tokens_per_s_per_gpu: {min: 45}
+        gpu_memory_gb: {max: 58}
+
+Latency statistics: p50, p90, p95, p99, p99.9 (or any pNN[.N]), mean, max — computed with
+numpy's linear-interpolation percentile over successful requests, as vLLM's benchmark does.
+An invalid file is rejected with ``FILE:LINE: reason`` before any traffic is sent.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from ._rundir import RunData
+
+__all__ = ["DEFAULT_SLO_TEXT", "SloResult", "SloSpec", "SloSpecError", "SloTarget", "evaluate", "load_slo_spec"]
+
+LATENCY_METRICS = {"ttft_ms": "ttft_s", "itl_ms": "itl", "tpot_ms": "tpot_s", "e2e_ms": "e2e_s"}
+RATE_METRICS = {"output_tokens_per_s_per_gpu", "output_tokens_per_s", "requests_per_s", "goodput_requests_per_s"}
+_PCT = re.compile(r"^p(\d{1,2}(\.\d+)?)$")
+
+#: Used when a run is given no --slo: the run passes if at most 1% of requests fail.
+DEFAULT_SLO_TEXT = "slos:\n  run:\n    error_rate: {max: 0.01}\n"
+
+
+class SloSpecError(ValueError):
+    """An invalid SLO file; ``str()`` is ``FILE:LINE: reason``."""
+
+
+@dataclass(frozen=True)
+class SloTarget:
+    """One threshold: ``scope``'s ``metric`` ``stat`` must be ``op`` ``threshold``."""
+
+    scope: str  # workload name, "*" expanded per workload, or "run"
+    metric: str
+    stat: str  # p95, mean, max, min
+    threshold: float
+    line: int
+    scope_line: int = 0
+
+    @property
+    def op(self) -> str:
+        """``<=`` for latencies, error rates and memory; ``>=`` for throughputs."""
+        return ">=" if self.metric in RATE_METRICS else "<="
+
+    @property
+    def label(self) -> str:
+        """Human-readable name, e.g. ``chat ttft_ms p95 <= 800``."""
+        return f"{self.scope} {self.metric} {self.stat} {self.op} {self.threshold:g}"
+
+
+@dataclass
+class SloSpec:
+    """A parsed SLO file."""
+
+    targets: list[SloTarget]
+    warmup_s: float = 0.0
+    gpus: int | None = None
+    source: str = "<default>"
+
+    def workloads_named(self) -> set[str]:
+        """Workload names the spec refers to explicitly."""
+        return {t.scope for t in self.targets if t.scope not in ("*", "run")}
+
+
+@dataclass
+class SloResult:
+    """The verdict on one target."""
+
+    scope: str
+    metric: str
+    stat: str
+    op: str
+    threshold: float
+    measured: float | None
+    passed: bool
+    note: str = ""
+    margin_pct: float | None = field(default=None)
+
+    def as_dict(self) -> dict[str, Any]:
+        """For JSON."""
+        return asdict(self)
+
+
+def load_slo_spec(path: Path | str | None = None, text: str | None = None) -> SloSpec:
+    """Parse an SLO file (or ``text``); raise :class:`SloSpecError` with the line on error."""
+    source = str(path) if path is not None else "<text>"
+    if text is None:
+        if path is None:
+            text, source = DEFAULT_SLO_TEXT, "<default>"
+        else:
+            try:
+                text = Path(path).read_text(encoding="utf-8")
+            except OSError as exc:
+                raise SloSpecError(f"{source}: cannot read ({exc.strerror})") from None
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else 1
+        raise SloSpecError(f"{source}:{line}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+
+    def err(node: yaml.Node, reason: str) -> SloSpecError:
+        return SloSpecError(f"{source}:{node.start_mark.line + 1}: {reason}")
+
+    if not isinstance(root, yaml.MappingNode):
+        raise SloSpecError(f"{source}:1: expected a mapping with a 'slos' key")
+    spec = SloSpec(targets=[], source=source)
+    for key_node, value_node in root.value:
+        key = key_node.value
+        if key == "warmup_s":
+            spec.warmup_s = _number(value_node, err, "warmup_s", minimum=0)
+        elif key == "gpus":
+            gpus = _number(value_node, err, "gpus", minimum=1)
+            if gpus != int(gpus):
+                raise err(value_node, "gpus must be a whole number")
+            spec.gpus = int(gpus)
+        elif key == "version":
+            if value_node.value not in ("1",):
+                raise err(value_node, f"unsupported version {value_node.value!r} (this tokenstorm reads 1)")
+        elif key == "slos":
+            spec.targets = _parse_slos(value_node, err)
+        else:
+            raise err(key_node, f"unknown key {key!r} (expected slos, warmup_s, gpus, version)")
+    if not spec.targets:
+        raise SloSpecError(f"{source}:1: no SLOs defined (add a 'slos:' mapping)")
+    return spec
+
+
+def _number(node: yaml.Node, err: Any, what: str, minimum: float | None = None) -> float:
+    if not isinstance(node, yaml.ScalarNode):
+        raise err(node, f"{what} must be a number")
+    raw = str(node.value).strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise err(node, f"{what} must be a number, not {raw!r}") from None
+    if math.isnan(value) or (minimum is not None and value < minimum):
+        raise err(node, f"{what} must be >= {minimum:g}")
+    return value
+
+
+def _parse_slos(node: yaml.Node, err: Any) -> list[SloTarget]:
+    if not isinstance(node, yaml.MappingNode):
+        raise err(node, "slos must map workload names to their targets")
+    targets: list[SloTarget] = []
+    for scope_node, metrics_node in node.value:
+        scope = str(scope_node.value)
+        if not isinstance(metrics_node, yaml.MappingNode):
+            raise err(metrics_node, f"{scope}: expected metric: {{stat: value}} entries")
+        for metric_node, stats_node in metrics_node.value:
+            metric = str(metric_node.value)
+            if metric == "gpu_memory_gb" and scope != "run":
+                raise err(metric_node, "gpu_memory_gb is a whole-run target: put it under 'run'")
+            if metric in LATENCY_METRICS:
+                allowed = "p50, p90, p95, p99, p99.9, mean or max"
+            elif metric in ("error_rate", "gpu_memory_gb"):
+                allowed = "max"
+            elif metric in RATE_METRICS:
+                allowed = "min"
+            else:
+                known = ", ".join([*LATENCY_METRICS, "error_rate", "gpu_memory_gb", *sorted(RATE_METRICS)])
+                raise err(metric_node, f"unknown metric {metric!r} (known: {known})")
+            if not isinstance(stats_node, yaml.MappingNode) or not stats_node.value:
+                raise err(stats_node, f"{metric}: expected {{stat: value}}, e.g. {{p95: 800}}")
+            for stat_node, value_node in stats_node.value:
+                stat = str(stat_node.value)
+                ok = (
+                    (metric in LATENCY_METRICS and (stat in ("mean", "max") or _valid_pct(stat)))
+                    or (metric in ("error_rate", "gpu_memory_gb") and stat == "max")
+                    or (metric in RATE_METRICS and stat == "min")
+                )
+                if not ok:
+                    raise err(stat_node, f"{metric}: unknown statistic {stat!r} (use {allowed})")
+                value = _number(value_node, err, f"{metric} {stat}", minimum=0)
+                if metric == "error_rate" and value > 1:
+                    raise err(value_node, "error_rate max is a fraction (0.01) or a percentage ('1%')")
+                targets.append(
+                    SloTarget(scope, metric, stat, value, stat_node.start_mark.line + 1, scope_node.start_mark.line + 1)
+                )
+    return targets
+
+
+def _valid_pct(stat: str) -> bool:
+    m = _PCT.match(stat)
+    return bool(m) and 0 < float(m.group(1)) < 100  # type: ignore[union-attr]
+
+
+# -- evaluation --------------------------------------------------------------------------
+def judged_mask(run: RunData, spec: SloSpec) -> np.ndarray:
+    """Requests that count: not cancelled by the load test, not in the warm-up window."""
+    df = run.requests
+    if df.empty:
+        return np.zeros(0, dtype=bool)
+    mask: np.ndarray = (df["error_category"].fillna("") != "cancelled").to_numpy().copy()
+    mask &= ~df["warmup"].fillna(False).astype(bool).to_numpy()
+    if spec.warmup_s > 0:
+        start = run.meta.get("started_epoch_s") or float(df["start_epoch_s"].min())
+        mask &= (df["start_epoch_s"] >= start + spec.warmup_s).to_numpy()
+    return mask
+
+
+def stat_of(values: np.ndarray, stat: str) -> float | None:
+    """One statistic of ``values`` (seconds in, the same unit out); None when empty."""
+    values = values[~np.isnan(values)] if values.size else values
+    if values.size == 0:
+        return None
+    if stat == "mean":
+        return float(values.mean())
+    if stat == "max":
+        return float(values.max())
+    return float(np.percentile(values, float(stat[1:])))
+
+
+def run_window_s(run: RunData, mask: np.ndarray) -> float:
+    """Seconds from the first judged request's start to the last one's end."""
+    df = run.requests[mask]
+    if df.empty:
+        return 0.0
+    ends = df["start_epoch_s"] + df["e2e_s"].fillna(0.0)
+    return max(1e-9, float(ends.max() - df["start_epoch_s"].min()))
+
+
+def gpu_count(run: RunData, spec: SloSpec) -> int:
+    """GPUs behind the target: from GPU samples, else the spec, else run.json, else 1."""
+    if not run.gpu.empty and "gpu" in run.gpu.columns:
+        keys = run.gpu[["host", "gpu"]] if "host" in run.gpu.columns else run.gpu[["gpu"]]
+        return max(1, len(keys.drop_duplicates()))
+    return spec.gpus or int(run.meta.get("options", {}).get("gpus", 0) or 0) or 1
+
+
+def evaluate(run: RunData, spec: SloSpec) -> list[SloResult]:
+    """Judge every target of ``spec`` on ``run``'s raw records."""
+    df = run.requests
+    judged = judged_mask(run, spec)
+    workloads = sorted(set(df.loc[judged, "workload"].dropna())) if len(df) else []
+    results = []
+    expanded: list[SloTarget] = []
+    for t in spec.targets:
+        if t.scope == "*":
+            expanded.extend(SloTarget(w, t.metric, t.stat, t.threshold, t.line) for w in workloads)
+        else:
+            expanded.append(t)
+    ok_all = df["ok"].fillna(False).astype(bool).to_numpy() if len(df) else np.zeros(0, dtype=bool)
+    for t in expanded:
+        scope_mask = judged.copy()
+        if t.scope != "run":
+            scope_mask &= (df["workload"] == t.scope).to_numpy()
+        measured: float | None
+        note = ""
+        if t.metric == "gpu_memory_gb":
+            if run.gpu.empty:
+                measured, note = None, "no GPU samples in this run (use --gpu-monitor)"
+            else:
+                measured = float(run.gpu["mem_used_mib"].max()) * 2**20 / 1e9
+        elif not scope_mask.any():
+            measured, note = None, f"no judged requests for {t.scope!r}"
+        elif t.metric == "error_rate":
+            measured = float(1.0 - ok_all[scope_mask].mean())
+        elif t.metric in LATENCY_METRICS:
+            ok_mask = scope_mask & ok_all
+            if LATENCY_METRICS[t.metric] == "itl":
+                values = run.itl_values(ok_mask)
+            else:
+                values = df.loc[ok_mask, LATENCY_METRICS[t.metric]].to_numpy(dtype=float, na_value=np.nan)
+            seconds = stat_of(values, t.stat)
+            measured = None if seconds is None else seconds * 1000
+            if measured is None:
+                note = "no successful requests to measure"
+        else:
+            window = run_window_s(run, scope_mask)
+            ok_mask = scope_mask & ok_all
+            if t.metric == "requests_per_s":
+                measured = float(ok_mask.sum()) / window
+            elif t.metric == "goodput_requests_per_s":
+                measured = goodput(run, spec, scope_mask) / window
+            else:
+                tokens = float(df.loc[ok_mask, "output_tokens"].fillna(0).sum())
+                measured = tokens / window
+                if t.metric == "output_tokens_per_s_per_gpu":
+                    measured /= gpu_count(run, spec)
+        passed = measured is not None and (measured <= t.threshold if t.op == "<=" else measured >= t.threshold)
+        margin = None
+        if measured is not None and t.threshold:
+            margin = (measured - t.threshold) / t.threshold * 100
+        results.append(SloResult(t.scope, t.metric, t.stat, t.op, t.threshold, measured, passed, note, margin))
+    return results
+
+
+def goodput(run: RunData, spec: SloSpec, mask: np.ndarray) -> float:
+    """How many judged requests met every per-request latency target of their workload."""
+    df = run.requests
+    good = mask & df["ok"].fillna(False).astype(bool).to_numpy()
+    for t in spec.targets:
+        if t.metric not in ("ttft_ms", "e2e_ms", "tpot_ms"):
+            continue
+        col = LATENCY_METRICS[t.metric]
+        values = df[col].to_numpy(dtype=float, na_value=np.nan) * 1000
+        applies = np.ones(len(df), dtype=bool) if t.scope in ("*", "run") else (df["workload"] == t.scope).to_numpy()
+        good &= ~applies | (values <= t.threshold)
+    return float(good.sum())

@@ -1,0 +1,139 @@
+"""Run-level figures: percentiles per workload, throughput, goodput, errors, and summary.json.
+
+``summary.json`` uses the field names of vLLM's benchmark result JSON where they mean the
+same thing (``completed``, ``duration``, ``request_throughput``, ``output_throughput``,
+``mean_ttft_ms``, ``p99_itl_ms``, ``mean_e2el_ms``...), so existing dashboards can read it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ._rundir import RunData
+from ._slo import SloResult, SloSpec, evaluate, goodput, gpu_count, judged_mask, run_window_s
+
+__all__ = ["PERCENTILES", "RunSummary", "summarize"]
+
+PERCENTILES = (50, 90, 95, 99)
+_METRICS = (("ttft", "ttft_s"), ("itl", "itl"), ("tpot", "tpot_s"), ("e2el", "e2e_s"))
+
+
+@dataclass
+class RunSummary:
+    """What the report, JUnit and summary.json are made of."""
+
+    verdict: str  # "passed", "failed" (an SLO broke) or "run_failed"
+    reason: str
+    slo_results: list[SloResult]
+    overall: dict[str, Any]
+    per_workload: dict[str, dict[str, Any]]
+    errors: dict[str, int]
+    error_samples: list[dict[str, Any]] = field(default_factory=list)
+    gpus: int = 1
+
+    def to_json(self, run: RunData) -> dict[str, Any]:
+        """summary.json (vLLM benchmark field names where they match)."""
+        meta = run.meta
+        out: dict[str, Any] = {
+            "date": time.strftime("%Y%m%d-%H%M%S", time.gmtime(meta.get("started_epoch_s") or time.time())),
+            "backend": "vllm" if not meta.get("simulated") else "tokenstorm-emulator",
+            "model_id": meta.get("model"),
+            "base_url": meta.get("target"),
+            "simulated": bool(meta.get("simulated")),
+            **self.overall,
+            "verdict": self.verdict,
+            "verdict_reason": self.reason,
+            "slos": [r.as_dict() for r in self.slo_results],
+            "errors_by_category": self.errors,
+            "workloads": self.per_workload,
+            "num_gpus": self.gpus,
+        }
+        return out
+
+
+def _metric_block(values_s: np.ndarray, name: str) -> dict[str, float | None]:
+    values = values_s[~np.isnan(values_s)] * 1000 if values_s.size else values_s
+    if values.size == 0:
+        return {f"mean_{name}_ms": None, f"median_{name}_ms": None, f"std_{name}_ms": None,
+                **{f"p{p}_{name}_ms": None for p in PERCENTILES}, f"max_{name}_ms": None}  # fmt: skip
+    return {
+        f"mean_{name}_ms": float(values.mean()),
+        f"median_{name}_ms": float(np.median(values)),
+        f"std_{name}_ms": float(values.std()),
+        **{f"p{p}_{name}_ms": float(np.percentile(values, p)) for p in PERCENTILES},
+        f"max_{name}_ms": float(values.max()),
+    }
+
+
+def _block(run: RunData, spec: SloSpec, mask: np.ndarray, gpus: int) -> dict[str, Any]:
+    df = run.requests
+    ok = mask & df["ok"].fillna(False).astype(bool).to_numpy()
+    window = run_window_s(run, mask)
+    out_tokens = float(df.loc[ok, "output_tokens"].fillna(0).sum())
+    in_tokens = float(df.loc[ok, "prompt_tokens"].fillna(0).sum())
+    block: dict[str, Any] = {
+        "duration": window,
+        "requests": int(mask.sum()),
+        "completed": int(ok.sum()),
+        "failed": int(mask.sum() - ok.sum()),
+        "error_rate": float(1 - ok.sum() / mask.sum()) if mask.any() else None,
+        "total_input_tokens": int(in_tokens),
+        "total_output_tokens": int(out_tokens),
+        "request_throughput": float(ok.sum()) / window if window else 0.0,
+        "request_goodput": goodput(run, spec, mask) / window if window else 0.0,
+        "output_throughput": out_tokens / window if window else 0.0,
+        "output_throughput_per_gpu": out_tokens / window / gpus if window else 0.0,
+        "total_token_throughput": (in_tokens + out_tokens) / window if window else 0.0,
+    }
+    for name, col in _METRICS:
+        values = run.itl_values(ok) if col == "itl" else df.loc[ok, col].to_numpy(dtype=float, na_value=np.nan)
+        block.update(_metric_block(values, name))
+    return block
+
+
+def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5) -> RunSummary:
+    """Evaluate the SLOs and compute every figure the outputs show."""
+    df = run.requests
+    mask = judged_mask(run, spec)
+    gpus = gpu_count(run, spec)
+    overall = _block(run, spec, mask, gpus)
+    per_workload = {
+        str(w): _block(run, spec, mask & (df["workload"] == w).to_numpy(), gpus)
+        for w in sorted(set(df.loc[mask, "workload"].dropna()))
+    }
+    failed = mask & ~df["ok"].fillna(False).astype(bool).to_numpy() if len(df) else mask
+    errors = {str(k): int(v) for k, v in df.loc[failed, "error_category"].fillna("unknown").value_counts().items()}
+    samples = (
+        df.loc[failed, ["workload", "error_category", "status_code", "error_detail"]]
+        .drop_duplicates(subset=["error_category", "error_detail"])
+        .head(20)
+        .to_dict("records")
+    )
+    results = evaluate(run, spec)
+    problem = run.meta.get("problem")
+    if problem:
+        verdict, reason = "run_failed", str(problem)
+    elif overall["requests"] == 0:
+        verdict, reason = "run_failed", "no requests were recorded"
+    elif overall["completed"] == 0:
+        verdict, reason = "run_failed", "no request succeeded"
+    elif (overall["error_rate"] or 0) > run_failed_error_rate:
+        verdict = "run_failed"
+        reason = f"{overall['error_rate']:.0%} of requests failed (the run fails above {run_failed_error_rate:.0%})"
+    elif all(r.passed for r in results):
+        verdict, reason = "passed", f"all {len(results)} SLOs held"
+    else:
+        broken = [r for r in results if not r.passed]
+        verdict = "failed"
+        reason = f"{len(broken)} of {len(results)} SLOs failed: " + "; ".join(
+            f"{r.scope} {r.metric} {r.stat} {_fmt(r.measured)} vs {r.op} {r.threshold:g}" for r in broken[:5]
+        )
+    return RunSummary(verdict, reason, results, overall, per_workload, errors, samples, gpus)
+
+
+def _fmt(x: float | None) -> str:
+    return "no data" if x is None else f"{x:.4g}"
