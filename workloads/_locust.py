@@ -24,7 +24,7 @@ from locust import User, events
 from locust.env import Environment
 from locust.event import Events
 from locust.exception import StopUser
-from locust.runners import MasterRunner, WorkerRunner
+from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
 from ._client import CompletionRequest, LlmClient, TargetError
 from ._records import ErrorCategory, RequestRecord
@@ -462,6 +462,11 @@ def _on_test_stop(environment: Environment, **_kw: Any) -> None:
 
 def _on_quitting(environment: Environment, **_kw: Any) -> None:
     ctx = context(environment)
+    runner = environment.runner
+    if not ctx.is_worker and runner is not None and runner.state in (STATE_SPAWNING, STATE_RUNNING):
+        # Locust fires "quitting" before it stops the users (Ctrl-C, SIGTERM, web UI quit):
+        # stop them first so their in-flight requests are recorded and the report is final.
+        runner.stop()
     if not ctx.is_worker and ctx.run_dir is not None and environment.parsed_options is not None:
         if not ctx.report_built:
             _stop_monitor(ctx)
@@ -556,6 +561,24 @@ def _extend_web_ui(environment: Environment) -> None:
 
     app = web_ui.app
     assert app is not None
+    web_ui.template_args["extended_csv_files"] = [
+        {"href": "./tokenstorm/report", "title": "tokenstorm SLO report (live during a run, final after it)"}
+    ]
+
+    @app.route("/tokenstorm/report")
+    def _report() -> Any:
+        from flask import Response
+
+        from reports import build_report
+
+        ctx = context(environment)
+        if ctx.run_dir is None:
+            return Response("No run yet: start one, then open this page again.", mimetype="text/plain")
+        ctx.flush()
+        report = ctx.run_dir / "report.html"
+        if not ctx.report_built:  # during a run: rebuild from what is on disk now
+            build_report(ctx.run_dir, ctx.slo_spec)
+        return Response(report.read_text(encoding="utf-8"), mimetype="text/html")
 
     @app.after_request
     def _add_llm_stats(response: Any) -> Any:

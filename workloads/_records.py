@@ -127,6 +127,8 @@ class RecordWriter:
         if not lines:
             return
         with self._lock:
+            if self._fh.closed:  # a straggler after the run closed the file: keep it anyway
+                self._fh = self.path.open("a", encoding="utf-8")
             self._fh.write("\n".join(lines) + "\n")
             self.count += len(lines)
             now = time.monotonic()
