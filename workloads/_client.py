@@ -53,6 +53,8 @@ class CompletionRequest:
     extra_body: dict[str, Any] = field(default_factory=dict)
     requested_prompt_tokens: int | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    #: keep the answer text (``LlmClient.last_text``), e.g. to grow a chat history; never recorded
+    collect_text: bool = False
 
     @property
     def path(self) -> str:
@@ -96,6 +98,8 @@ class LlmClient:
         # client (many streams on one core) does not add its own scheduling delay to them.
         self._kernel_stamps = kernel_timestamps and not self._ssl
         self._stamped_sock: Any = None
+        #: the answer of the last request that asked for ``collect_text`` (chat history)
+        self.last_text = ""
 
     # -- connection ---------------------------------------------------------------------
     def _client(self) -> HTTPClient:
@@ -185,7 +189,8 @@ class LlmClient:
         )
         payload = json.dumps(self.build_body(req, model), ensure_ascii=False).encode()
         headers = {**req.headers, "X-Request-Id": record.request_id}
-        timer = StreamTimer()
+        timer = StreamTimer(collect_text=req.collect_text)
+        self.last_text = ""
         got_headers = False
         clean = False
         resp: Any = None
@@ -208,6 +213,8 @@ class LlmClient:
                         self._stamped_sock = sock
                     _read_stream(resp, timer, t0, self._kernel_stamps)
                     clean = True
+                    if timer.texts is not None:
+                        self.last_text = "".join(timer.texts)
                     timer.finish()
                     _fill_from_timer(record, timer)
                 else:

@@ -248,6 +248,39 @@ def _add_options(parser: Any, **_kw: Any) -> None:
     group.add_argument(
         "--no-server-metrics", action="store_true", default=False, help="Do not scrape the target's /metrics"
     )
+    group.add_argument("--seed", type=int, default=0, help="Seed of the request generators (same seed, same requests)")
+    group.add_argument(
+        "--weights", default="", help="Workload weights, e.g. contract=1,code=3,chat=2 (also $TOKENSTORM_WEIGHTS)"
+    )
+    group.add_argument("--workload-file", default="", help="YAML defining the mix, corpora and lengths")
+    group.add_argument(
+        "--tokenizer",
+        default="",
+        help="tokenizer.json (or its folder) of the target model, "
+        "to size prompts exactly; default: a calibrated estimate",
+    )
+    group.add_argument("--dataset", default="", help="Chat prompts: ShareGPT JSON or JSONL ({'prompt'} / {'messages'})")
+    group.add_argument(
+        "--contract-prompt-tokens",
+        default="",
+        help="Contract prompt length, e.g. uniform:2000-8000, 32000 (default uniform:2000-8000)",
+    )
+    group.add_argument("--contract-output-tokens", default="", help="Contract output length (default 512)")
+    group.add_argument(
+        "--contract-shared-prefix",
+        default="",
+        help="Share of each contract identical across requests, 0-1, to exercise prefix caching (default 0.5)",
+    )
+    group.add_argument("--contract-languages", default="", help="en, zh or en,zh (default en,zh)")
+    group.add_argument("--code-prompt-tokens", default="", help="Code prefix length (default uniform:100-600)")
+    group.add_argument("--code-output-tokens", default="", help="Code output length (default uniform:16-128)")
+    group.add_argument("--code-endpoint", default="", help="chat, completions or both (default both)")
+    group.add_argument("--chat-output-tokens", default="", help="Chat answer length (default lognormal:250,0.8)")
+    group.add_argument("--chat-turns", type=int, default=0, help="Turns per chat session (default 3)")
+    group.add_argument("--chat-think-time", default="", help="Seconds between turns, N or LO-HI (default 1-5)")
+    group.add_argument(
+        "--chat-thinking", default="", help="on/off: chat_template_kwargs.enable_thinking; empty: not sent"
+    )
     group.add_argument(
         "--emulator-args",
         default="",
@@ -261,7 +294,10 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
 
     ctx = context(environment)
     opts = environment.parsed_options
-    if ctx.is_worker or opts is None:
+    if opts is None:
+        return
+    _load_workloads_or_exit(environment, ctx)
+    if ctx.is_worker:
         return
     _load_slo_spec_or_exit(environment, ctx)
     if not environment.host and not any(getattr(u, "host", None) for u in environment.user_classes):
@@ -297,6 +333,32 @@ def _load_slo_spec_or_exit(environment: Environment, ctx: RunContext) -> None:
     ctx.slo_spec_text = Path(path).read_text(encoding="utf-8") if path else None
 
 
+def _load_workloads(environment: Environment, ctx: RunContext) -> None:
+    from ._settings import settings_from_options
+    from ._tokens import TokenCounter
+
+    opts = environment.parsed_options
+    settings = settings_from_options(opts)
+    ctx.token_counter = TokenCounter(getattr(opts, "tokenizer", "") or None)
+    ctx.seed = int(getattr(opts, "seed", 0) or 0)
+    ctx.workload_settings = settings
+    ctx._builders.clear()
+    for user_class in environment.user_classes:
+        name = getattr(user_class, "workload", None)
+        if name in settings:
+            user_class.weight = settings[name].weight
+            ctx.builder(name)  # load datasets and corpora now: errors before traffic
+
+
+def _load_workloads_or_exit(environment: Environment, ctx: RunContext) -> None:
+    """Validate workload options, the workload file and datasets before any traffic."""
+    try:
+        _load_workloads(environment, ctx)
+    except ValueError as exc:  # WorkloadFileError, DatasetError, bad lengths, bad tokenizer
+        sys.stderr.write(f"tokenstorm: {exc}\n")
+        raise SystemExit(EXIT_RUN_FAILED) from None
+
+
 def _on_test_start(environment: Environment, **_kw: Any) -> None:
     ctx = context(environment)
     opts = environment.parsed_options
@@ -309,7 +371,11 @@ def _on_test_start(environment: Environment, **_kw: Any) -> None:
         Path(getattr(opts, "run_dir", "runs") or "runs"), label + ("_SIMULATED" if ctx.simulated else "")
     )
     ctx.model = getattr(opts, "model", "") or None
-    problem = ctx.problem = _preflight(environment, ctx)
+    try:
+        _load_workloads(environment, ctx)  # options may have changed in the web UI form
+        problem = ctx.problem = _preflight(environment, ctx)
+    except ValueError as exc:
+        problem = ctx.problem = str(exc)
     ctx.report_built = False
     ctx.write_run_json(vars(opts), environment.host, _run_extra(ctx, "running" if not problem else "failed"))
     log.info("tokenstorm: run directory %s%s", run_dir, " (SIMULATED)" if ctx.simulated else "")

@@ -106,6 +106,19 @@ class RunContext:
     slo_spec: Any = None  # reports.SloSpec checked at start-up
     slo_spec_text: str | None = None
     report_built: bool = False
+    workload_settings: dict[str, Any] = field(default_factory=dict)
+    token_counter: Any = None
+    seed: int = 0
+    _builders: dict[str, Any] = field(default_factory=dict)
+
+    def builder(self, workload: str) -> Any:
+        """The (shared, per-process) request generator of ``workload``."""
+        if workload not in self._builders:
+            from ._users import builder_for
+
+            self._builders[workload] = builder_for(self.workload_settings[workload], self.token_counter, self.seed)
+        return self._builders[workload]
+
     token_rate: TokenRate = field(default_factory=TokenRate)
     token_rate_by_workload: dict[str, TokenRate] = field(default_factory=dict)
     workers_seen: set[str] = field(default_factory=set)

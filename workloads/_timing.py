@@ -56,10 +56,12 @@ class StreamTimer:
         "prompt_tokens",
         "reasoning_events",
         "response_id",
+        "texts",
         "token_events",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, collect_text: bool = False) -> None:
+        self.texts: list[str] | None = [] if collect_text else None
         self.first_chunk_t: float | None = None
         self.first_token_t: float | None = None
         self.first_visible_t: float | None = None
@@ -124,6 +126,11 @@ class StreamTimer:
         is_token, visible, answer, reasoning = _classify(choice)
         if not is_token or new_tokens == 0:
             return
+        if self.texts is not None and answer:
+            delta = choice.get("delta")
+            piece = delta.get("content") if isinstance(delta, dict) else choice.get("text")
+            if isinstance(piece, str):
+                self.texts.append(piece)
         self._on_token(t, new_tokens or 1, visible, answer, reasoning)
 
     def _on_token(self, t: float, k: int, visible: bool, answer: bool, reasoning: bool) -> None:

@@ -1,5 +1,16 @@
-"""Public entry point for locustfiles: ``from workloads.locust_plugin import LlmUser, install``."""
+"""Public entry point for locustfiles: the user classes and :func:`install`."""
 
 from ._locust import EXIT_RUN_FAILED, LlmRequestFailed, LlmUser, context, install
+from ._users import ChatUser, CodeUser, ContractUser, WorkloadUser
 
-__all__ = ["EXIT_RUN_FAILED", "LlmRequestFailed", "LlmUser", "context", "install"]
+__all__ = [
+    "EXIT_RUN_FAILED",
+    "ChatUser",
+    "CodeUser",
+    "ContractUser",
+    "LlmRequestFailed",
+    "LlmUser",
+    "WorkloadUser",
+    "context",
+    "install",
+]

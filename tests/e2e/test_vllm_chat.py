@@ -12,7 +12,20 @@ pytestmark = pytest.mark.e2e
 def test_headless_chat_run_against_real_vllm(vllm_server: str, locust_runner) -> None:  # type: ignore[no-untyped-def]
     before = scrape(vllm_server)
     run = locust_runner(
-        "chat.py", "--host", vllm_server, "-u", "6", "-r", "6", "-t", "10s", "--ignore-eos", "--max-tokens", "24"
+        "chat.py",
+        "--chat-think-time",
+        "0-0.2",
+        "--host",
+        vllm_server,
+        "-u",
+        "6",
+        "-r",
+        "6",
+        "-t",
+        "10s",
+        "--ignore-eos",
+        "--max-tokens",
+        "24",
     )
     assert run.returncode == 0, run.output[-3000:]
     after = scrape(vllm_server)

@@ -6,6 +6,8 @@ from __future__ import annotations
 def test_headless_run_without_host_records_every_request(locust_runner) -> None:  # type: ignore[no-untyped-def]
     run = locust_runner(
         "chat.py",
+        "--chat-think-time",
+        "0-0.2",
         "-u",
         "20",
         "-r",

@@ -13,6 +13,8 @@ from workloads import CompletionRequest, LlmClient
 def test_headless_run_measures_imposed_ttft_and_itl(locust_runner) -> None:  # type: ignore[no-untyped-def]
     run = locust_runner(
         "chat.py",
+        "--chat-think-time",
+        "0-0.2",
         "-u",
         "10",
         "-r",

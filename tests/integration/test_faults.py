@@ -55,6 +55,8 @@ def test_headless_run_with_faults_records_every_category_and_keeps_running(locus
     )
     run = locust_runner(
         "chat.py",
+        "--chat-think-time",
+        "0-0.2",
         "-u",
         "20",
         "-r",
@@ -79,7 +81,9 @@ def test_headless_run_with_faults_records_every_category_and_keeps_running(locus
 
 
 def test_unreachable_host_fails_fast_with_one_line(locust_runner) -> None:  # type: ignore[no-untyped-def]
-    run = locust_runner("chat.py", "-u", "2", "-r", "2", "-t", "30s", "--host", "http://127.0.0.1:9")
+    run = locust_runner(
+        "chat.py", "--chat-think-time", "0-0.2", "-u", "2", "-r", "2", "-t", "30s", "--host", "http://127.0.0.1:9"
+    )
     assert run.returncode == 3
     errors = [line for line in run.output.splitlines() if "tokenstorm" in line and "ERROR" in line]
     assert errors and "cannot reach 127.0.0.1:9" in errors[0] and "connection refused" in errors[0]

@@ -57,6 +57,8 @@ def test_report_renders_in_headless_chromium_with_every_section(locust_runner, t
     slo.write_text("slos:\n  chat:\n    ttft_ms: {p95: 800}\n    e2e_ms: {p95: 5000}\n    error_rate: {max: 0.5}\n")
     run = locust_runner(
         "chat.py",
+        "--chat-think-time",
+        "0-0.2",
         "-u",
         "8",
         "-r",
@@ -99,7 +101,19 @@ def test_headless_exit_codes_follow_the_slo_outcome(locust_runner, tmp_path: Pat
     slo = tmp_path / "tight.yaml"
     slo.write_text("slos:\n  chat:\n    ttft_ms: {p95: 1}\n")  # the emulator's TTFT is 100 ms
     run = locust_runner(
-        "chat.py", "-u", "4", "-r", "4", "-t", "4s", "--slo", str(slo), "--emulator-args", "--ttft-ms 100 --itl-ms 2"
+        "chat.py",
+        "--chat-think-time",
+        "0-0.2",
+        "-u",
+        "4",
+        "-r",
+        "4",
+        "-t",
+        "4s",
+        "--slo",
+        str(slo),
+        "--emulator-args",
+        "--ttft-ms 100 --itl-ms 2",
     )
     assert run.returncode == 1, run.output[-2000:]
     assert "FAILED" in run.output and "chat ttft_ms p95" in run.output
@@ -116,7 +130,7 @@ def test_headless_exit_codes_follow_the_slo_outcome(locust_runner, tmp_path: Pat
 def test_invalid_slo_file_is_rejected_before_any_traffic(locust_runner, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     slo = tmp_path / "bad.yaml"
     slo.write_text("slos:\n  chat:\n    ttft_ms: {p95: 800}\n  chta:\n    e2e_ms: {p95: 900}\n")
-    run = locust_runner("chat.py", "-u", "2", "-r", "2", "-t", "30s", "--slo", str(slo))
+    run = locust_runner("chat.py", "--chat-think-time", "0-0.2", "-u", "2", "-r", "2", "-t", "30s", "--slo", str(slo))
     assert run.returncode == 3
     assert f"tokenstorm: invalid SLO file: {slo}:4: no workload named 'chta'" in run.output
     assert run.run_dir is None  # nothing ran

@@ -68,6 +68,8 @@ def test_killing_the_sidecar_mid_run_keeps_the_load_test_going_and_records_the_g
     try:
         run = locust_runner(
             "chat.py",
+            "--chat-think-time",
+            "0-0.2",
             "-u",
             "5",
             "-r",

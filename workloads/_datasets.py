@@ -1,0 +1,84 @@
+"""Loading prompt datasets: ShareGPT JSON and tokenstorm's JSONL.
+
+JSONL, one object per line, either ``{"prompt": "..."}`` (a single-turn request) or
+``{"messages": [{"role": "user", "content": "..."}, ...]}`` (the user turns are replayed in
+order), with an optional ``"max_tokens"``. ShareGPT: a JSON list of
+``{"conversations": [{"from": "human"|"gpt", "value": "..."}]}``; the human turns are used.
+Errors name the file and line (JSONL) or entry (ShareGPT).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Conversation", "DatasetError", "load_dataset"]
+
+
+class DatasetError(ValueError):
+    """A dataset that cannot be used; the message names the place."""
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """The user turns of one conversation, and an optional output length."""
+
+    turns: tuple[str, ...]
+    max_tokens: int | None = None
+
+
+def load_dataset(path: Path) -> list[Conversation]:
+    """Load ``path`` (``.json`` ShareGPT, anything else JSONL)."""
+    if not path.exists():
+        raise DatasetError(f"{path}: no such dataset file")
+    text = path.read_text(encoding="utf-8")
+    convs = _sharegpt(path, text) if text.lstrip().startswith("[") else _jsonl(path, text)
+    if not convs:
+        raise DatasetError(f"{path}: no usable conversations")
+    return convs
+
+
+def _sharegpt(path: Path, text: str) -> list[Conversation]:
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise DatasetError(f"{path}: not valid JSON ({exc})") from None
+    out = []
+    for i, entry in enumerate(data):
+        turns = entry.get("conversations") if isinstance(entry, dict) else None
+        if not isinstance(turns, list):
+            raise DatasetError(f"{path}: entry {i} has no 'conversations' list (ShareGPT format)")
+        human = tuple(str(t.get("value", "")) for t in turns if isinstance(t, dict) and t.get("from") == "human")
+        if any(human):
+            out.append(Conversation(tuple(h for h in human if h)))
+    return out
+
+
+def _jsonl(path: Path, text: str) -> list[Conversation]:
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:
+            raise DatasetError(f"{path}:{n}: not valid JSON ({exc.args[0]})") from None
+        if not isinstance(obj, dict):
+            raise DatasetError(f"{path}:{n}: expected an object with 'prompt' or 'messages'")
+        max_tokens = obj.get("max_tokens")
+        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+            raise DatasetError(f"{path}:{n}: max_tokens must be a positive integer")
+        if isinstance(obj.get("prompt"), str):
+            out.append(Conversation((obj["prompt"],), max_tokens))
+        elif isinstance(obj.get("messages"), list):
+            turns = tuple(str(m.get("content", "")) for m in obj["messages"]
+                          if isinstance(m, dict) and m.get("role") == "user")  # fmt: skip
+            if not turns:
+                raise DatasetError(f"{path}:{n}: 'messages' has no user turn")
+            out.append(Conversation(turns, max_tokens))
+        elif isinstance(obj.get("turns"), list):
+            out.append(Conversation(tuple(str(t) for t in obj["turns"]), max_tokens))
+        else:
+            raise DatasetError(f"{path}:{n}: expected 'prompt' (string) or 'messages' (list)")
+    return out
