@@ -81,3 +81,23 @@ def test_scraper_reads_real_vllm_metrics(vllm_server: str) -> None:
     assert sample.generation_tokens and sample.prompt_tokens
     for hist in (sample.ttft_hist, sample.itl_hist, sample.e2e_hist):
         assert hist["count"] > 0 and "+Inf" in hist and hist["+Inf"] == hist["count"]
+
+
+def test_every_workload_against_real_vllm_with_its_tokenizer(vllm_server: str, tiny_model, locust_runner) -> None:  # type: ignore[no-untyped-def]
+    run = locust_runner(
+        "mixed.py", "--host", vllm_server, "-u", "9", "-r", "9", "-t", "12s", "--max-tokens", "16",
+        "--tokenizer", str(tiny_model), "--contract-prompt-tokens", "uniform:500-1500",
+        "--code-prompt-tokens", "uniform:50-200", "--chat-think-time", "0-0.3",
+    )  # fmt: skip
+    assert run.returncode == 0, run.output[-3000:]
+    records = [r for r in run.records() if r["error_category"] != "cancelled"]
+    assert {r["workload"] for r in records} == {"contract", "code", "chat"}
+    assert all(r["ok"] for r in records), [r["error_detail"] for r in records if not r["ok"]][:3]
+    for r in records:
+        assert r["ttft_s"] <= r["e2e_s"]
+        # Sized with the model's own tokenizer: the server counts the same text plus its chat
+        # template (~9 tokens per message here; chat sessions carry up to 7 messages), never less.
+        overhead = r["prompt_tokens"] - r["requested_prompt_tokens"]
+        assert 0 <= overhead <= (70 if r["workload"] == "chat" else 30), r
+    contract = [r for r in records if r["workload"] == "contract"]
+    assert all(500 <= r["requested_prompt_tokens"] <= 1500 for r in contract)

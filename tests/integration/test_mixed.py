@@ -1,0 +1,37 @@
+"""mixed.py: all three traffic models in one run, each with its own stats rows and records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def test_mixed_run_has_all_three_workloads(locust_runner) -> None:  # type: ignore[no-untyped-def]
+    run = locust_runner("mixed.py", "-u", "30", "-r", "10", "-t", "20s", "--chat-think-time", "0.2-1",
+                        "--chat-thinking", "on", "--emulator-args", "--ttft-ms 100 --itl-ms 4")  # fmt: skip
+    assert run.returncode == 0, run.output[-3000:]
+    records = [r for r in run.records() if r["error_category"] != "cancelled"]
+    by_workload = {w: [r for r in records if r["workload"] == w] for w in ("contract", "code", "chat")}
+    assert all(by_workload.values()), {w: len(v) for w, v in by_workload.items()}
+    stats = run.locust_stats()
+    for w, recs in by_workload.items():
+        assert stats[("E2E", w)]["requests"] == len(recs)
+        assert ("TTFT", w) in stats
+    # Default weights contract=1, code=3, chat=2 over 30 users: 5, 15 and 10 users.
+    assert len(by_workload["code"]) > len(by_workload["contract"])
+    # Requested (estimated) and server-reported prompt tokens are kept side by side.
+    contract = by_workload["contract"]
+    assert all(2000 <= r["requested_prompt_tokens"] <= 8100 for r in contract)
+    assert all(r["prompt_tokens"] > 1000 for r in contract)
+    # Code goes to both endpoints; chat with thinking on times the reasoning apart.
+    assert {r["endpoint"] for r in by_workload["code"]} == {"/v1/completions", "/v1/chat/completions"}
+    chat = by_workload["chat"]
+    assert all(r["reasoning_events"] > 0 and r["ttft_answer_s"] > r["ttft_s"] for r in chat)
+
+
+def test_invalid_workload_file_is_rejected_before_traffic(locust_runner, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    bad = tmp_path / "mix.yaml"
+    bad.write_text("workloads:\n  chat:\n    turns: many\n")
+    run = locust_runner("mixed.py", "-u", "2", "-r", "2", "-t", "30s", "--workload-file", str(bad))
+    assert run.returncode == 3
+    assert f"tokenstorm: {bad}:3: chat.turns: turns must be a whole number >= 1" in run.output
+    assert run.run_dir is None and "Traceback" not in run.output
