@@ -10,7 +10,8 @@ Definitions (the ones users check against vLLM's own benchmark):
   ``completion_tokens`` says how many tokens each chunk carried; a chunk that added none is
   not a token event.
 * TTFT: sent → first token event. ITL: the gaps between successive token events; a chunk
-  carrying k > 1 tokens contributes its gap split into k equal parts.
+  carrying k > 1 tokens contributes its gap split into k equal parts (the first token event's
+  extra tokens get gaps of 0), so there is one ITL per output token after the first.
 * E2E: sent → last token event (the ``[DONE]`` time is kept separately).
 * TPOT: (E2E − TTFT) / (output_tokens − 1), with output tokens from the server's usage.
 """
@@ -140,6 +141,8 @@ class StreamTimer:
             self._reasoning_seen = True
         if self.first_token_t is None:
             self.first_token_t = t
+            if k > 1:  # tokens that came with the first one arrived with it: zero gaps
+                self.itl_gaps.extend([0.0] * (k - 1))
         elif self._last_token_t is not None:
             gap = t - self._last_token_t
             if k == 1:

@@ -82,6 +82,13 @@ def test_chunk_with_several_tokens_spreads_its_gap_over_them() -> None:
     assert timer.output_tokens == 4
 
 
+def test_first_chunk_with_several_tokens_gives_zero_gaps_for_the_extra_ones() -> None:
+    timer = StreamTimer()
+    timer.on_event(_chat({"content": "ab"}, usage={"prompt_tokens": 5, "completion_tokens": 2}), 0.3)
+    timer.on_event(_chat({"content": "c"}, usage={"prompt_tokens": 5, "completion_tokens": 3}), 0.35)
+    assert [round(g, 6) for g in timer.itl_gaps] == [0.0, 0.05]  # one ITL per token after the first
+
+
 def test_usage_only_final_chunk_sets_tokens_without_a_token_event() -> None:
     timer = StreamTimer()
     timer.on_event(

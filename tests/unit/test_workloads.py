@@ -109,7 +109,7 @@ def test_length_distributions_match_their_targets(spec: str, mean: float, std: f
 
 @pytest.mark.parametrize("bad", ["uniform:300-100", "normal:10", "gauss:5,1", "0", "lots"])
 def test_bad_lengths_say_the_syntax(bad: str) -> None:
-    with pytest.raises(ValueError, match="N, fixed:N, uniform:LO-HI|at least 1"):
+    with pytest.raises(ValueError, match=r"N, fixed:N, uniform:LO-HI|at least 1"):
         LengthDist.parse(bad)
 
 
