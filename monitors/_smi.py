@@ -13,7 +13,7 @@ from ._samples import GpuSample
 
 __all__ = ["SMI_FIELDS", "SmiSampler", "parse_smi_csv"]
 
-#: The fields asked for, in order (the same list recorded in shared/fixtures/gpu/).
+#: The fields asked for, in order (the same list recorded in tests/fixtures/gpu/).
 SMI_FIELDS = (
     "timestamp", "index", "uuid", "name", "pci.bus_id", "driver_version", "pstate", "temperature.gpu",
     "temperature.memory", "utilization.gpu", "utilization.memory", "memory.total", "memory.used", "memory.free",

@@ -10,7 +10,7 @@ import pytest
 
 from monitors import NoGpuError, NvmlSampler, parse_smi_csv
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "gpu"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gpu"  # copied from shared/fixtures/gpu
 FAKE = Path(__file__).resolve().parents[1] / "fakes" / "pynvml.py"
 
 
