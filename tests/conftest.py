@@ -41,10 +41,11 @@ class LocustRun:
 def run_locust(tmp_path: Path, locustfile: str, *args: str, timeout_s: float = 180) -> LocustRun:
     """Run ``locust -f locustfiles/<locustfile> --headless ...`` in ``tmp_path``."""
     csv_prefix = tmp_path / "stats"
+    files = ",".join(str(ROOT / f) if "/" in f else str(ROOT / "locustfiles" / f) for f in locustfile.split(","))
     cmd = [
         *LOCUST,
         "-f",
-        str(ROOT / "locustfiles" / locustfile),
+        files,
         "--headless",
         "--only-summary",
         "--run-dir",

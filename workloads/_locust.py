@@ -282,6 +282,23 @@ def _add_options(parser: Any, **_kw: Any) -> None:
         "--chat-thinking", default="", help="on/off: chat_template_kwargs.enable_thinking; empty: not sent"
     )
     group.add_argument(
+        "--wait-time",
+        default="",
+        help="Seconds between a user's tasks, N or LO-HI (0: closed loop at full speed); default: each workload's own",
+    )
+    group.add_argument("--steps", default="", help="Step shape: USERSxSECONDS,... e.g. 8x60,16x60,32x120")
+    group.add_argument(
+        "--arrival-rate",
+        type=float,
+        default=1.0,
+        help="Open loop: requests per second (per worker process in distributed runs)",
+    )
+    group.add_argument("--arrival", default="poisson", choices=["poisson", "constant"], help="Open-loop arrivals")
+    group.add_argument("--capacity-start", type=int, default=4, help="Capacity search: first step's users")
+    group.add_argument("--capacity-step", type=int, default=4, help="Capacity search: users added per step")
+    group.add_argument("--capacity-step-time", type=float, default=30.0, help="Capacity search: seconds per step")
+    group.add_argument("--capacity-max", type=int, default=1024, help="Capacity search: stop at this many users")
+    group.add_argument(
         "--emulator-args",
         default="",
         include_in_web_ui=False,

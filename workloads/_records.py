@@ -87,6 +87,8 @@ class RequestRecord:
     reasoning_events: int = 0
     finish_reason: str | None = None
     warmup: bool = False
+    #: open-loop runs: how late the request was sent after its scheduled arrival time
+    send_lag_s: float | None = None
     schema: int = RECORD_SCHEMA_VERSION
 
     def to_json(self) -> str:

@@ -123,6 +123,8 @@ class RunContext:
     token_rate_by_workload: dict[str, TokenRate] = field(default_factory=dict)
     workers_seen: set[str] = field(default_factory=set)
     requests_by_workload: dict[str, int] = field(default_factory=dict)
+    #: (start_epoch_s, workload, ok, error_category, ttft_s, e2e_s) of recent requests, for load shapes
+    recent: deque[tuple[float, str, bool, Any, Any, Any]] = field(default_factory=lambda: deque(maxlen=500_000))
     _outbox: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -147,6 +149,8 @@ class RunContext:
                 self._outbox.append(line)
             return
         self._account(record.workload, record.output_tokens or 0, record.worker_id)
+        self.recent.append((record.start_epoch_s, record.workload, record.ok, record.error_category, record.ttft_s,
+                            record.e2e_s))  # fmt: skip
         if self.writer is not None:
             self.writer.write_lines([line])
 
@@ -164,8 +168,13 @@ class RunContext:
             except ValueError:
                 continue
             self._account(str(data.get("workload")), int(data.get("output_tokens") or 0), str(data.get("worker_id")))
+            self._remember(data)
         if self.writer is not None:
             self.writer.write_lines(lines)
+
+    def _remember(self, data: dict[str, Any]) -> None:
+        self.recent.append((float(data.get("start_epoch_s") or 0.0), str(data.get("workload")), bool(data.get("ok")),
+                            data.get("error_category"), data.get("ttft_s"), data.get("e2e_s")))  # fmt: skip
 
     def _account(self, workload: str, tokens: int, worker_id: str) -> None:
         self.token_rate.add(tokens)

@@ -28,6 +28,15 @@ class WorkloadUser(LlmUser):
 
     abstract = True
     _index: ClassVar[itertools.count[int]]
+    default_wait: Any = between(1, 3)
+
+    def wait_time(self) -> float:
+        """Seconds between tasks: ``--wait-time`` (N or LO-HI) if given, else the workload's default."""
+        raw = str(getattr(self.environment.parsed_options, "wait_time", "") or "")
+        if raw:
+            lo, _, hi = raw.partition("-")
+            return random.uniform(float(lo), float(hi or lo))
+        return float(type(self).default_wait(self))
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
@@ -51,7 +60,7 @@ class ContractUser(WorkloadUser):
     workload = "contract"
     weight = 1
     default_max_tokens = 512
-    wait_time = between(1, 5)
+    default_wait = between(1, 5)
 
     @tag("contract")
     @task
@@ -66,7 +75,7 @@ class CodeUser(WorkloadUser):
     workload = "code"
     weight = 3
     default_max_tokens = 64
-    wait_time = between(0.2, 1.5)
+    default_wait = between(0.2, 1.5)
 
     @tag("code")
     @task
@@ -81,7 +90,7 @@ class ChatUser(WorkloadUser):
     workload = "chat"
     weight = 2
     default_max_tokens = 256
-    wait_time = between(1, 3)
+    default_wait = between(1, 3)
 
     @tag("chat")
     @task

@@ -1,0 +1,18 @@
+"""Open-loop traffic: requests arrive at a fixed or Poisson rate, whatever the server does.
+
+    locust -f locustfiles/open_loop.py --headless -t 5m --arrival-rate 20 --arrival poisson \
+        --host http://gpu:8000 --slo slo.yaml
+
+The mix follows the workload weights (--weights, --workload-file). Each record's send_lag_s
+says how late the client sent it against its schedule (coordinated omission made visible).
+Distributed runs: --arrival-rate is per worker process.
+"""
+
+import _path  # noqa: F401  (tokenstorm from this checkout)
+
+from workloads.locust_plugin import install
+from workloads.shapes import OpenLoopUser
+
+install()
+
+__all__ = ["OpenLoopUser"]
