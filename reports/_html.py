@@ -58,6 +58,16 @@ def render_report(run: RunData, spec: SloSpec, summary: RunSummary) -> str:
     for frame in (run.gpu_gaps, run.server_gaps):
         for _, g in frame.iterrows():
             gaps.append({"source": g.get("source"), "reason": g.get("reason"), "t": float(g["epoch_s"]) - t0})
+
+    def clock(epoch: Any) -> str:
+        if not epoch:
+            return "unknown"
+        return time.strftime("%H:%M:%S", time.gmtime(float(epoch))) + f" UTC (+{float(epoch) - t0:.0f} s)"
+
+    workers_lost = [
+        {"id": wid, "last": clock(info.get("last_heard_epoch_s")), "detected": clock(info.get("detected_epoch_s"))}
+        for wid, info in (meta.get("workers_lost") or {}).items()
+    ]
     throughput_rows = [("all workloads", summary.overall), *summary.per_workload.items()]
     return _ENV.get_template("report.html.j2").render(
         title=f"{meta.get('model') or '?'} @ {meta.get('target') or '?'} — {run.path.name}",
@@ -75,6 +85,8 @@ def render_report(run: RunData, spec: SloSpec, summary: RunSummary) -> str:
         distribution_png=distribution_png(run, mask),
         metadata=metadata,
         gaps=gaps,
+        workers_lost=workers_lost,
+        client_bound=list(meta.get("client_bound") or []),
         num=_num,
         pct=_pct,
     )

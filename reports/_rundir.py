@@ -22,7 +22,7 @@ __all__ = ["RunData", "load_run"]
 
 _SCALAR_COLUMNS = (
     "workload", "start_epoch_s", "ok", "error_category", "error_detail", "status_code", "prompt_tokens",
-    "output_tokens", "ttft_s", "ttfc_s", "e2e_s", "tpot_s", "worker_id", "warmup", "model",
+    "output_tokens", "ttft_s", "ttfc_s", "e2e_s", "tpot_s", "worker_id", "warmup", "model", "send_lag_s",
 )  # fmt: skip
 
 

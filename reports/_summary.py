@@ -51,6 +51,10 @@ class RunSummary:
             "errors_by_category": self.errors,
             "workloads": self.per_workload,
             "num_gpus": self.gpus,
+            "client_bound": bool(meta.get("client_bound")),
+            "client_bound_workers": list(meta.get("client_bound") or []),
+            "workers_lost": meta.get("workers_lost") or {},
+            "workers_seen": meta.get("workers_seen") or [],
         }
         return out
 
@@ -89,6 +93,11 @@ def _block(run: RunData, spec: SloSpec, mask: np.ndarray, gpus: int) -> dict[str
         "output_throughput_per_gpu": out_tokens / window / gpus if window else 0.0,
         "total_token_throughput": (in_tokens + out_tokens) / window if window else 0.0,
     }
+    lags = df.loc[mask, "send_lag_s"].to_numpy(dtype=float, na_value=np.nan)
+    lags = lags[~np.isnan(lags)]
+    if lags.size:  # open-loop runs: how late requests left against their schedule
+        block["p99_send_lag_ms"] = float(np.percentile(lags, 99) * 1000)
+        block["max_send_lag_ms"] = float(lags.max() * 1000)
     for name, col in _METRICS:
         values = run.itl_values(ok) if col == "itl" else df.loc[ok, col].to_numpy(dtype=float, na_value=np.nan)
         block.update(_metric_block(values, name))

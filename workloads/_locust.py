@@ -449,6 +449,8 @@ def _run_extra(ctx: RunContext, status: str, **more: Any) -> dict[str, Any]:
         "problem": ctx.problem,
         "slo_spec_text": ctx.slo_spec_text,
         "slo_spec_source": spec.source if spec is not None else None,
+        "workers_lost": ctx.workers_lost,
+        "client_bound": sorted(ctx.client_bound),
         **more,
     }
 
@@ -511,7 +513,8 @@ def _start_monitor(environment: Environment, ctx: RunContext, run_dir: Path) -> 
         while ctx.monitor is monitor:
             runner = environment.runner
             users = runner.user_count if runner is not None else 0
-            load_fh.write(json.dumps({"epoch_s": time.time(), "users": users}) + "\n")
+            cpu = _track_workers(runner, ctx)
+            load_fh.write(json.dumps({"epoch_s": time.time(), "users": users, "cpu": cpu}) + "\n")
             load_fh.flush()
             monitor.poll_gpu(sample_fn)
             monitor.poll_server()
@@ -520,6 +523,32 @@ def _start_monitor(environment: Environment, ctx: RunContext, run_dir: Path) -> 
 
     ctx.monitor_greenlet = gevent.spawn(loop)
     ctx.monitor_greenlet.link(lambda _g: load_fh.close())
+
+
+#: A load generator above this CPU share measures its own queueing, not the server's latency.
+CLIENT_BOUND_CPU_PCT = 90.0
+
+
+def _track_workers(runner: Any, ctx: RunContext) -> dict[str, float]:
+    """Per-worker CPU now; notes workers that went missing and generators that are CPU-bound."""
+    now = time.time()
+    cpu: dict[str, float] = {}
+    if isinstance(runner, MasterRunner):
+        for client in list(runner.clients.values()):
+            cpu[str(client.id)] = float(client.cpu_usage)
+            if client.state == "missing" and str(client.id) not in ctx.workers_lost:
+                last = ctx.last_heard.get(str(client.id))
+                ctx.workers_lost[str(client.id)] = {"detected_epoch_s": now, "last_heard_epoch_s": last}
+                log.error("tokenstorm: worker %s vanished (last report %s s ago); its records until then are kept",
+                          client.id, f"{now - last:.0f}" if last else "?")  # fmt: skip
+    elif runner is not None:
+        cpu["local"] = float(runner.current_cpu_usage)
+    for worker, pct in cpu.items():
+        if pct > CLIENT_BOUND_CPU_PCT and worker not in ctx.client_bound:
+            ctx.client_bound.add(worker)
+            log.warning("tokenstorm: load generator %s at %.0f%% CPU — the run is client-bound: latencies include "
+                        "the client's own queueing; add workers (--processes / --worker)", worker, pct)  # fmt: skip
+    return cpu
 
 
 def _stop_monitor(ctx: RunContext) -> None:
@@ -532,11 +561,42 @@ def _stop_monitor(ctx: RunContext) -> None:
         monitor.close()
 
 
+def _on_test_stopping(environment: Environment, **_kw: Any) -> None:
+    ctx = context(environment)
+    ctx.stopping = True
+    ctx.flushed_workers.clear()
+
+
+def _wait_for_workers_final_records(environment: Environment, ctx: RunContext, timeout_s: float = 15.0) -> None:
+    """On a master: wait until every live worker has sent the report made after its users stopped."""
+    runner = environment.runner
+    if not isinstance(runner, MasterRunner):
+        return
+    deadline = time.monotonic() + timeout_s
+    live: set[str] = set()
+    while time.monotonic() < deadline:
+        live = {str(c.id) for c in runner.clients.values() if c.state != "missing"}
+        if live <= ctx.flushed_workers:
+            return
+        gevent.sleep(0.1)
+    missing = sorted(live - ctx.flushed_workers)
+    log.warning("tokenstorm: workers %s sent no final records within %g s; the report has what arrived",
+                ", ".join(missing), timeout_s)  # fmt: skip
+
+
 def _on_test_stop(environment: Environment, **_kw: Any) -> None:
     ctx = context(environment)
     opts = environment.parsed_options
     if ctx.is_worker or opts is None or ctx.run_dir is None:
         return
+    runner = environment.runner
+    if isinstance(runner, MasterRunner) and runner.user_count > 0:
+        # Locust's quit path: workers are told to quit only after this event, and their last
+        # records arrive with their final reports; the outputs are built at "quitting".
+        ctx.defer_build = True
+        return
+    _wait_for_workers_final_records(environment, ctx)
+    ctx.stopping = False
     _stop_monitor(ctx)
     ctx.flush()
     ctx.write_run_json(vars(opts), environment.host, _run_extra(ctx, "stopped", stopped_epoch_s=time.time()))
@@ -551,6 +611,8 @@ def _on_quitting(environment: Environment, **_kw: Any) -> None:
         # stop them first so their in-flight requests are recorded and the report is final.
         runner.stop()
     if not ctx.is_worker and ctx.run_dir is not None and environment.parsed_options is not None:
+        if ctx.defer_build:
+            _wait_for_workers_final_records(environment, ctx, timeout_s=10.0)
         if not ctx.report_built:
             _stop_monitor(ctx)
             ctx.write_run_json(
@@ -575,10 +637,18 @@ def _on_report_to_master(client_id: str, data: dict[str, Any], **_kw: Any) -> No
     env = _ENVIRONMENTS.get("worker")
     if env is not None:
         data["tokenstorm_records"] = context(env).take_outbox()
+        runner = env.runner
+        # 0 once the worker's users are all stopped: this report then carries its last records.
+        data["tokenstorm_users"] = runner.user_count if runner is not None else 0
 
 
 def _on_worker_report(client_id: str, data: dict[str, Any], **_kw: Any) -> None:
     env = _ENVIRONMENTS.get("master")
+    if env is not None:
+        ctx = context(env)
+        ctx.last_heard[str(client_id)] = time.time()
+        if data.get("tokenstorm_users") == 0 and ctx.stopping:
+            ctx.flushed_workers.add(str(client_id))
     lines = data.get("tokenstorm_records")
     if env is not None and lines:
         context(env).receive(lines)
@@ -681,7 +751,7 @@ def _extend_web_ui(environment: Environment) -> None:
         ]
         rows.append(
             {
-                "workload": "Total",
+                "workload": "Total" + (" — CLIENT-BOUND (load generator CPU > 90%)" if ctx.client_bound else ""),
                 "requests": sum(ctx.requests_by_workload.values()),
                 "tokens_per_s": round(ctx.token_rate.rate(), 1),
                 "tokens": ctx.token_rate.total_tokens,
@@ -715,6 +785,7 @@ def install(event_hooks: Events | None = None) -> None:
     ev.init.add_listener(_remember_env)
     ev.init.add_listener(_on_init)
     ev.test_start.add_listener(_on_test_start)
+    ev.test_stopping.add_listener(_on_test_stopping)
     ev.test_stop.add_listener(_on_test_stop)
     ev.quitting.add_listener(_on_quitting)
     ev.report_to_master.add_listener(_on_report_to_master)

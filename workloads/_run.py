@@ -107,6 +107,12 @@ class RunContext:
     slo_spec_text: str | None = None
     report_built: bool = False
     workload_settings: dict[str, Any] = field(default_factory=dict)
+    workers_lost: dict[str, dict[str, Any]] = field(default_factory=dict)
+    last_heard: dict[str, float] = field(default_factory=dict)
+    client_bound: set[str] = field(default_factory=set)
+    stopping: bool = False
+    defer_build: bool = False
+    flushed_workers: set[str] = field(default_factory=set)
     token_counter: Any = None
     seed: int = 0
     _builders: dict[str, Any] = field(default_factory=dict)
@@ -135,6 +141,9 @@ class RunContext:
         self.writer = RecordWriter(self.run_dir / "requests.jsonl")
         self.started_epoch_s = time.time()
         self.token_rate.reset()
+        self.workers_lost.clear()
+        self.defer_build = False
+        self.client_bound.clear()
         self.token_rate_by_workload.clear()
         self.requests_by_workload.clear()
         return self.run_dir

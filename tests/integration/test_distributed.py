@@ -1,0 +1,95 @@
+"""Distributed runs: the master's run directory holds every worker's records, and a worker
+that dies is named in the report with every record it sent before."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import LOCUST, ROOT
+
+
+def test_master_and_four_workers_equal_one_process(locust_runner) -> None:  # type: ignore[no-untyped-def]
+    run = locust_runner("chat.py", "--chat-think-time", "0-0.2", "--processes", "4", "-u", "20", "-r", "20", "-t", "10s", "--max-tokens", "20",
+                        "--emulator-args", "--ttft-ms 100 --itl-ms 5")  # fmt: skip
+    assert run.returncode == 0, run.output[-3000:]
+    everything = run.records()
+    records = [r for r in everything if r["error_category"] != "cancelled"]
+    stats = run.locust_stats()
+    assert len(records) == stats[("E2E", "chat")]["requests"] > 100  # every request made is recorded
+    assert len({r["worker_id"] for r in everything}) == 4
+    assert len({r["request_id"] for r in everything}) == len(everything)  # and recorded once
+    # The report's percentiles are those of the same records computed in one process.
+    summary = json.loads((run.run_dir / "summary.json").read_text())
+    ttft = np.array([r["ttft_s"] for r in records]) * 1000
+    e2e = np.array([r["e2e_s"] for r in records]) * 1000
+    itl = np.concatenate([r["itl_gaps_s"] for r in records]) * 1000
+    assert summary["completed"] == len(records)
+    assert summary["p99_ttft_ms"] == pytest.approx(np.percentile(ttft, 99))
+    assert summary["median_e2el_ms"] == pytest.approx(np.median(e2e))
+    assert summary["p95_itl_ms"] == pytest.approx(np.percentile(itl, 95))
+    assert len(run.run_json()["workers_seen"]) == 4
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_killing_one_of_four_workers_is_reported_and_keeps_its_records(tmp_path: Path) -> None:
+    port = _free_port()
+    locustfile = str(ROOT / "locustfiles" / "chat.py")
+    common = ["-f", locustfile, "--chat-think-time", "0-0.2", "--max-tokens", "20"]
+    master = subprocess.Popen(
+        [*LOCUST, *common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+         "--expect-workers", "4", "--headless", "-u", "16", "-r", "16", "-t", "16s", "--only-summary",
+         "--run-dir", str(tmp_path / "runs"), "--emulator-args", "--ttft-ms 100 --itl-ms 5"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    workers = [
+        subprocess.Popen(
+            [*LOCUST, *common, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        for _ in range(4)
+    ]
+    try:
+        time.sleep(9)  # connected, spawned, several record batches sent
+        os.kill(workers[0].pid, signal.SIGKILL)
+        out, _ = master.communicate(timeout=90)
+    finally:
+        for w in workers:
+            w.kill()
+            w.wait()
+        if master.poll() is None:
+            master.kill()
+            master.communicate()
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert len(meta["workers_seen"]) == 4
+    (lost_id,) = meta["workers_lost"]
+    lost = meta["workers_lost"][lost_id]
+    records = [json.loads(line) for line in (run_dir / "requests.jsonl").read_text().splitlines()]
+    from_lost = [r for r in records if r["worker_id"] == lost_id]
+    assert len(from_lost) > 5  # what it sent before dying is kept
+    assert max(r["start_epoch_s"] for r in from_lost) <= lost["detected_epoch_s"]
+    assert lost["last_heard_epoch_s"] <= lost["detected_epoch_s"]
+    assert f"worker {lost_id} vanished" in out
+    report = (run_dir / "report.html").read_text()
+    assert "Workers lost during the run" in report and lost_id in report
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert lost_id in summary["workers_lost"]
+    # The other three workers carried the run on to its end.
+    others = [r for r in records if r["worker_id"] != lost_id]
+    assert max(r["start_epoch_s"] for r in others) > lost["detected_epoch_s"] + 3
