@@ -18,7 +18,8 @@ from tests.conftest import LOCUST, ROOT
 
 
 def test_master_and_four_workers_equal_one_process(locust_runner) -> None:  # type: ignore[no-untyped-def]
-    run = locust_runner("chat.py", "--chat-think-time", "0-0.2", "--processes", "4", "-u", "20", "-r", "20", "-t", "10s", "--max-tokens", "20",
+    run = locust_runner("chat.py", "--chat-think-time", "0-0.2", "--processes", "4", "-u", "20", "-r", "20",
+                        "-t", "10s", "--max-tokens", "20",
                         "--emulator-args", "--ttft-ms 100 --itl-ms 5")  # fmt: skip
     assert run.returncode == 0, run.output[-3000:]
     everything = run.records()
@@ -61,7 +62,7 @@ def test_killing_one_of_four_workers_is_reported_and_keeps_its_records(tmp_path:
             cwd=tmp_path,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        )
         for _ in range(4)
     ]
     try:

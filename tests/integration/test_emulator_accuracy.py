@@ -56,6 +56,8 @@ def test_client_matches_the_emulators_ground_truth_per_request() -> None:
         t = truth[rec.request_id]
         ttft_err.append(rec.ttft_s - t["ttft_s"])
         itl_err.extend(abs(a - b) for a, b in zip(rec.itl_gaps_s, t["itl_s"], strict=True))
-    # Client time includes sending the request; server time starts when it has read it.
-    assert all(0 <= e < 0.005 for e in ttft_err), ttft_err
+    # Client time includes sending the request; server time starts when it has read it. The
+    # server stamps a token after its write() returns, by which time the client's kernel may
+    # already have stamped its arrival: tens of microseconds below zero are the truth's own error.
+    assert all(-0.0005 <= e < 0.005 for e in ttft_err), ttft_err
     assert statistics.median(itl_err) < 0.001, statistics.median(itl_err)
