@@ -100,6 +100,8 @@ class LlmClient:
         self._stamped_sock: Any = None
         #: the answer of the last request that asked for ``collect_text`` (chat history)
         self.last_text = ""
+        #: model id -> owned_by, from the last /v1/models ("tokenstorm" means the emulator)
+        self.models_owned_by: dict[str, str] = {}
 
     # -- connection ---------------------------------------------------------------------
     def _client(self) -> HTTPClient:
@@ -141,6 +143,7 @@ class LlmClient:
             raise TargetError(f"GET /v1/models answered HTTP {resp.status_code}; check --host and --api-key")
         try:
             data = json.loads(body)
+            self.models_owned_by = {str(m["id"]): str(m.get("owned_by", "")) for m in data["data"]}
             return [str(m["id"]) for m in data["data"]]
         except (ValueError, KeyError, TypeError) as exc:
             raise TargetError("GET /v1/models did not return an OpenAI model list") from exc

@@ -383,16 +383,18 @@ def _on_test_start(environment: Environment, **_kw: Any) -> None:
         return
     ctx.simulated = bool(ctx.emulator_url) and environment.host == ctx.emulator_url
     ctx.warmup_s = float(getattr(opts, "warmup", 0.0) or 0.0)
+    ctx.model = getattr(opts, "model", "") or None
+    ctx.problem = None
+    try:
+        _load_workloads(environment, ctx)  # options may have changed in the web UI form
+        problem = _preflight(environment, ctx)
+    except ValueError as exc:
+        problem = str(exc)
     label = Path(str(getattr(opts, "locustfile", "run") or "run")).stem
     run_dir = ctx.start(
         Path(getattr(opts, "run_dir", "runs") or "runs"), label + ("_SIMULATED" if ctx.simulated else "")
     )
-    ctx.model = getattr(opts, "model", "") or None
-    try:
-        _load_workloads(environment, ctx)  # options may have changed in the web UI form
-        problem = ctx.problem = _preflight(environment, ctx)
-    except ValueError as exc:
-        problem = ctx.problem = str(exc)
+    ctx.problem = problem
     ctx.report_built = False
     ctx.write_run_json(vars(opts), environment.host, _run_extra(ctx, "running" if not problem else "failed"))
     log.info("tokenstorm: run directory %s%s", run_dir, " (SIMULATED)" if ctx.simulated else "")
@@ -417,6 +419,11 @@ def _preflight(environment: Environment, ctx: RunContext) -> str | None:
         client = LlmClient(environment.host or "", api_key=getattr(opts, "api_key", None) or None)
         try:
             _resolve_model(environment, client) if not ctx.model else None
+            if not ctx.simulated and not client.models_owned_by:
+                client.list_models()
+            if "tokenstorm" in client.models_owned_by.values() and not ctx.simulated:
+                ctx.simulated = True  # a standalone emulator (docker compose profile "emulator")
+                log.warning("tokenstorm: SIMULATED — %s is tokenstorm's emulator, not a real server", environment.host)
         finally:
             client.close()
     except TargetError as exc:

@@ -1,0 +1,59 @@
+"""The deployment files say what the docs promise (no Docker engine or cluster needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from tests.conftest import ROOT
+
+
+def test_compose_file_has_the_services_users_rely_on() -> None:
+    doc = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    services = doc["services"]
+    vllm = services["vllm"]
+    assert vllm["image"].startswith("vllm/vllm-openai")
+    assert any(d["driver"] == "nvidia" and "gpu" in d["capabilities"]
+               for d in vllm["deploy"]["resources"]["reservations"]["devices"])  # fmt: skip
+    assert "${MODEL" in " ".join(vllm["command"]) and "${VLLM_ARGS" in " ".join(vllm["command"])
+    assert "/health" in " ".join(vllm["healthcheck"]["test"])
+    master = services["master"]
+    assert "8089:8089" in master["ports"] and "--master" in master["command"]
+    assert master["depends_on"]["vllm"]["condition"] == "service_healthy"
+    assert "./runs:/runs" in master["volumes"]  # the run directory outlives the container
+    assert "--worker" in services["worker"]["command"] and "master" in services["worker"]["command"]
+    assert "ports" not in services["worker"]  # so `--scale worker=N` works
+    assert services["gpu-monitor"]["entrypoint"][:4] == ["python", "-m", "monitors", "gpu"]
+    for name in ("emulator", "master-emulator", "worker-emulator"):
+        assert services[name]["profiles"] == ["emulator"]
+    assert "http://emulator:8000" in services["master-emulator"]["command"]
+
+
+def test_dockerfile_installs_the_package_and_runs_mixed_py() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    for part in ("workloads", "emulator", "monitors", "reports", "locustfiles"):
+        assert f"COPY {part} ./{part}" in text
+    assert "pip install --no-cache-dir ." in text and "locustfiles/mixed.py" in text and "USER tokenstorm" in text
+
+
+def test_kubernetes_manifests_and_ci_recipe_parse() -> None:
+    docs = list(yaml.safe_load_all((ROOT / "deploy" / "k8s" / "tokenstorm.yaml").read_text()))
+    kinds = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    assert ("Deployment", "tokenstorm-master") in kinds and ("Deployment", "tokenstorm-worker") in kinds
+    assert ("Service", "tokenstorm-master") in kinds and ("DaemonSet", "tokenstorm-gpu-monitor") in kinds
+    worker = next(d for d in docs if d["metadata"]["name"] == "tokenstorm-worker")
+    args = worker["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args == ["--worker", "--master-host", "tokenstorm-master"]
+    ci = yaml.safe_load((ROOT / "deploy" / "ci" / "github-actions-slo-gate.yml").read_text())
+    steps = ci["jobs"]["load-test"]["steps"]
+    run = next(s["run"] for s in steps if s.get("name", "").startswith("Load test"))
+    assert "--headless" in run and "--slo" in run
+    assert any(s.get("uses", "").startswith("actions/upload-artifact") and s.get("if") == "always()" for s in steps)
+
+
+def test_reference_slo_file_is_valid() -> None:
+    from reports import load_slo_spec
+
+    spec = load_slo_spec(Path(ROOT / "slo" / "slo.yaml"))
+    assert {t.metric for t in spec.targets} >= {"ttft_ms", "e2e_ms", "error_rate", "gpu_memory_gb"}
