@@ -104,3 +104,12 @@ def test_percentile_method_matches_numpy_linear() -> None:
 
     values = np.random.default_rng(1).lognormal(size=999)
     assert stat_of(values, "p99.9") == pytest.approx(np.percentile(values, 99.9))
+
+
+def test_a_crash_torn_last_record_does_not_stop_the_report(tmp_path: Path) -> None:
+    run_dir = make_run_dir(tmp_path / "run", [request(i, ttft_ms=10 + i) for i in range(30)])
+    with (run_dir / "requests.jsonl").open("a") as fh:
+        fh.write('{"workload": "chat", "start_epoch_s": 10')  # the process died mid-write
+    run = load_run(run_dir)
+    assert len(run.requests) == 30
+    assert run.itl_values(np.ones(30, dtype=bool)).size == 30 * 50
