@@ -34,7 +34,7 @@ from emulator import EmulatorProcess
 from workloads import CompletionRequest, LlmClient
 
 
-def _blast_server(port_q: multiprocessing.Queue, tokens: int) -> None:  # type: ignore[type-arg]
+def _blast_server(port_q: multiprocessing.Queue, tokens: int, pace_s: float | None = None) -> None:  # type: ignore[type-arg]
     if hasattr(os, "sched_setaffinity") and os.cpu_count() and os.cpu_count() > 1:  # type: ignore[operator]
         os.sched_setaffinity(0, {1})
 
@@ -73,8 +73,15 @@ def _blast_server(port_q: multiprocessing.Queue, tokens: int) -> None:  # type: 
                     if line.lower().startswith(b"content-length:"):
                         length = int(line.split(b":")[1])
                 await reader.readexactly(length)
-                writer.write(head + body)
-                await writer.drain()
+                if pace_s is not None:  # one event per write, pace_s apart: ~one event per client read
+                    writer.write(head)
+                    for ev in events:
+                        writer.write(ev)
+                        await writer.drain()
+                        await asyncio.sleep(pace_s)
+                else:
+                    writer.write(head + body)
+                    await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             writer.close()
 
@@ -86,9 +93,9 @@ def _blast_server(port_q: multiprocessing.Queue, tokens: int) -> None:  # type: 
     asyncio.run(main())
 
 
-def bench_events(users: int, tokens: int, seconds: float) -> None:
+def bench_events(users: int, tokens: int, seconds: float, pace_s: float | None = None) -> None:
     q: multiprocessing.Queue = multiprocessing.Queue()  # type: ignore[type-arg]
-    proc = multiprocessing.Process(target=_blast_server, args=(q, tokens), daemon=True)
+    proc = multiprocessing.Process(target=_blast_server, args=(q, tokens, pace_s), daemon=True)
     proc.start()
     port = q.get(timeout=10)
     if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
@@ -106,16 +113,30 @@ def bench_events(users: int, tokens: int, seconds: float) -> None:
             counts["failed"] += not rec.ok
         client.close()
 
+    reads = {"n": 0}
+    real_feed = None
+    from geventhttpclient.response import HTTPResponse
+
+    real_feed = HTTPResponse.feed
+
+    def counting_feed(self: HTTPResponse, data: bytes) -> None:
+        reads["n"] += 1
+        real_feed(self, data)
+
+    HTTPResponse.feed = counting_feed  # type: ignore[method-assign]
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
     gevent.joinall([gevent.spawn(user) for _ in range(users)])
+    HTTPResponse.feed = real_feed  # type: ignore[method-assign]
     wall = time.perf_counter() - t0
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
     proc.terminate()
+    mode = f"one event per write every {pace_s * 1000:g} ms" if pace_s is not None else "whole stream in one write"
     print(
-        f"events: {users} users x {tokens}-token streams for {wall:.1f} s: {counts['requests']} requests "
-        f"({counts['failed']} failed), {counts['events']} token events"
+        f"events [{mode}]: {users} users x {tokens}-token streams for {wall:.1f} s: {counts['requests']} "
+        f"requests ({counts['failed']} failed), {counts['events']} token events, "
+        f"{counts['events'] / max(reads['n'], 1):.1f} events per network read"
     )
     print(
         f"events: {counts['events'] / cpu:,.0f} events per client CPU-second (per core); "
@@ -188,6 +209,7 @@ def main() -> None:
     args = p.parse_args()
     if not args.ttft_only:
         bench_events(users=32, tokens=256, seconds=args.seconds)
+        bench_events(users=400, tokens=256, seconds=args.seconds, pace_s=0.01)
     if not args.events_only:
         for concurrency in (200, 500):
             bench_ttft(concurrency, rounds=3, ttft_ms=300, itl_ms=50, tokens=32)
