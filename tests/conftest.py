@@ -38,6 +38,15 @@ class LocustRun:
         }
 
 
+def free_port() -> int:
+    """A TCP port free on loopback right now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def run_locust(tmp_path: Path, locustfile: str, *args: str, timeout_s: float = 180) -> LocustRun:
     """Run ``locust -f locustfiles/<locustfile> --headless ...`` in ``tmp_path``."""
     csv_prefix = tmp_path / "stats"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -14,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import LOCUST, ROOT
+from tests.conftest import LOCUST, ROOT, free_port
 
 
 def test_master_and_four_workers_equal_one_process(locust_runner) -> None:  # type: ignore[no-untyped-def]
@@ -40,14 +39,8 @@ def test_master_and_four_workers_equal_one_process(locust_runner) -> None:  # ty
     assert len(run.run_json()["workers_seen"]) == 4
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_killing_one_of_four_workers_is_reported_and_keeps_its_records(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     locustfile = str(ROOT / "locustfiles" / "chat.py")
     common = ["-f", locustfile, "--chat-think-time", "0-0.2", "--max-tokens", "20"]
     master = subprocess.Popen(

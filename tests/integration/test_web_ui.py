@@ -3,24 +3,17 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
-from tests.conftest import ROOT
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.conftest import ROOT, free_port
 
 
 def test_web_ui_shows_llm_tab_data_and_serves_the_live_report(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "chat.py"), "--web-host", "127.0.0.1",
          "--web-port", str(port), "--autostart", "-u", "4", "-r", "4", "--run-dir", str(tmp_path / "runs"),
