@@ -48,6 +48,13 @@ class NvmlSampler:
         self._pcie_every = max(1, pcie_every)
         self._n = 0
         self._last_pcie: list[tuple[float | None, float | None]] = [(None, None)] * count
+        # NVLink: cumulative KiB counters (all links, scope UINT_MAX); rates come from deltas.
+        self._nvlink_fields = [
+            getattr(nvml, "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", None),
+            getattr(nvml, "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", None),
+        ]
+        self._nvlink_prev: list[tuple[float, int, int] | None] = [None] * count
+        self._last_nvlink: list[tuple[float | None, float | None]] = [(None, None)] * count
         self._host = socket.gethostname()
 
     def _static_info(self, handle: Any) -> dict[str, Any]:
@@ -106,6 +113,9 @@ class NvmlSampler:
                     float(rx) if rx is not None else None,
                 )
             s.pcie_tx_kbs, s.pcie_rx_kbs = self._last_pcie[i]
+            if read_pcie:
+                self._last_nvlink[i] = self._nvlink_rates(i, h, now)
+            s.nvlink_tx_kbs, s.nvlink_rx_kbs = self._last_nvlink[i]
             procs = self._try(nv.nvmlDeviceGetComputeRunningProcesses, h) or []
             s.processes = [
                 {"pid": int(p.pid), "used_mib": (p.usedGpuMemory or 0) / 2**20}
@@ -114,6 +124,21 @@ class NvmlSampler:
             ]
             out.append(s)
         return out
+
+    def _nvlink_rates(self, i: int, handle: Any, now: float) -> tuple[float | None, float | None]:
+        """KB/s over all NVLinks since the last read; None where NVLink is absent (one GPU)."""
+        fn = getattr(self._nvml, "nvmlDeviceGetFieldValues", None)
+        if fn is None or None in self._nvlink_fields:
+            return (None, None)
+        values = self._try(fn, handle, [(f, 0xFFFFFFFF) for f in self._nvlink_fields])
+        if values is None or any(getattr(v, "nvmlReturn", 1) != 0 for v in values):
+            return (None, None)  # NVML_ERROR_NOT_SUPPORTED: no NVLink on this GPU
+        tx, rx = (int(v.value.ullVal) for v in values)
+        prev, self._nvlink_prev[i] = self._nvlink_prev[i], (now, tx, rx)
+        if prev is None or now <= prev[0]:
+            return (None, None)
+        dt = now - prev[0]
+        return ((tx - prev[1]) / dt, (rx - prev[2]) / dt)
 
     def _memory(self, handle: Any) -> Any:
         nv = self._nvml

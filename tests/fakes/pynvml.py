@@ -100,6 +100,23 @@ def nvmlDeviceGetNvLinkState(h: int, link: int) -> int:
     raise NVMLError_NotSupported()
 
 
+NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX = 138
+NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX = 139
+NVML_ERROR_NOT_SUPPORTED = 3
+
+
+def nvmlDeviceGetFieldValues(h: int, field_ids: list[Any]) -> list[Any]:
+    """NVLink counters (KiB, cumulative) when FAKE_NVML_NVLINK=1 (an 8-GPU HGX box), else NotSupported."""
+    out = []
+    for fid, _scope in field_ids:
+        if os.environ.get("FAKE_NVML_NVLINK") == "1":
+            kib = 1_000_000 + 50_000 * _state["tick"] * (1 if fid == NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX else 2)
+            out.append(SimpleNamespace(fieldId=fid, nvmlReturn=0, value=SimpleNamespace(ullVal=kib)))
+        else:
+            out.append(SimpleNamespace(fieldId=fid, nvmlReturn=NVML_ERROR_NOT_SUPPORTED, value=None))
+    return out
+
+
 def nvmlDeviceGetComputeRunningProcesses(h: int) -> list[Any]:
     return [SimpleNamespace(pid=416, usedGpuMemory=21051211776)]
 

@@ -56,6 +56,20 @@ def test_every_gpu_is_sampled(monkeypatch: pytest.MonkeyPatch) -> None:
     assert len({s.uuid for s in samples}) == 8
 
 
+def test_nvlink_throughput_is_a_rate_from_the_cumulative_counters(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_NVML_NVLINK", "1")
+    nvml = load_fake_nvml()
+    sampler = NvmlSampler(nvml, pcie_every=1)
+    first = sampler.sample()[0]
+    assert first.nvlink_tx_kbs is None  # a rate needs two readings
+    import time
+
+    time.sleep(0.05)
+    second = sampler.sample()[0]
+    assert second.nvlink_tx_kbs is not None and second.nvlink_tx_kbs > 0
+    assert second.nvlink_rx_kbs == pytest.approx(2 * second.nvlink_tx_kbs)
+
+
 def test_missing_nvml_library_is_a_one_line_no_gpu_error() -> None:
     nvml = load_fake_nvml()
 
