@@ -16,12 +16,16 @@ def test_headless_run_without_host_records_every_request(locust_runner) -> None:
         "8s",
         "--api-key",
         "sk-secret-123",
+        "--gpu-monitor",
+        "local",
         "--emulator-args",
         "--ttft-ms 100 --itl-ms 5",
     )
     assert run.returncode == 0, run.output[-3000:]
     assert "SIMULATED" in run.output
     assert "_SIMULATED" in run.run_dir.name  # type: ignore[union-attr]
+    # No GPU here: one notice, and the load test runs without GPU samples.
+    assert "running without GPU samples" in run.output and "Traceback" not in run.output
     everything = run.records()
     records = [r for r in everything if r["error_category"] != "cancelled"]
     assert all(r["ttft_s"] is None or r["ttft_s"] > 0 for r in everything)

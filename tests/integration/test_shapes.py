@@ -47,3 +47,36 @@ def test_poisson_arrivals_have_exponential_gaps(locust_runner) -> None:  # type:
     # Exponential inter-arrival times: mean 1/rate and coefficient of variation ~1 (constant: ~0).
     assert abs(gaps.mean() - 1 / 40) / (1 / 40) < 0.2
     assert 0.8 < gaps.std() / gaps.mean() < 1.2
+
+
+def test_step_shape_and_warmup(locust_runner) -> None:  # type: ignore[no-untyped-def]
+    run = locust_runner("code.py,locustfiles/shape_steps.py", "--steps", "2x3,5x3", "--spawn-rate", "50",
+                        "--wait-time", "0", "--max-tokens", "5", "--warmup", "2", "--no-server-metrics",
+                        "--emulator-args", "--ttft-ms 50 --itl-ms 5")  # fmt: skip
+    assert run.returncode == 0, run.output[-2000:]
+    load = [json.loads(line) for line in (run.run_dir / "load.jsonl").read_text().splitlines()]
+    users = [row["users"] for row in load]
+    assert 2 in users and 5 in users and users.index(5) > users.index(2)
+    assert load[-1]["epoch_s"] - load[0]["epoch_s"] < 9  # the shape ended the run after its steps
+    records = run.records()
+    start = run.run_json()["started_epoch_s"]
+    assert all(r["warmup"] == (r["start_epoch_s"] - start < 2) for r in records)
+    assert (run.run_dir / "server.jsonl").read_text() == ""  # --no-server-metrics
+    summary = json.loads((run.run_dir / "summary.json").read_text())
+    judged = [r for r in records if not r["warmup"] and r["error_category"] != "cancelled"]
+    assert summary["requests"] == len(judged) < len(records)
+
+
+def test_server_metrics_cli_reads_a_vllm_style_endpoint() -> None:
+    import subprocess
+    import sys
+
+    from emulator import EmulatorProcess
+
+    with EmulatorProcess() as emu:
+        ok = subprocess.run([sys.executable, "-m", "monitors", "server-metrics", emu.url], capture_output=True,
+                            text=True, timeout=60)  # fmt: skip
+    assert ok.returncode == 0 and json.loads(ok.stdout)["kv_cache_usage"] == 0.0
+    gone = subprocess.run([sys.executable, "-m", "monitors", "server-metrics", "http://127.0.0.1:9"],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert gone.returncode == 5 and gone.stderr.startswith("monitors: http://127.0.0.1:9/metrics unreachable")
