@@ -128,6 +128,10 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5) -
     problem = run.meta.get("problem")
     if problem:
         verdict, reason = "run_failed", str(problem)
+    elif overall["requests"] == 0 and len(df):
+        verdict = "run_failed"
+        reason = (f"none of the {len(df)} recorded requests could be judged: all fell in the warm-up "
+                  f"({spec.warmup_s:g} s) or were cancelled at the end — run longer than the warm-up")  # fmt: skip
     elif overall["requests"] == 0:
         verdict, reason = "run_failed", "no requests were recorded"
     elif overall["completed"] == 0:

@@ -53,6 +53,8 @@ def test_warmup_and_cancelled_requests_are_not_judged(tmp_path: Path) -> None:
     assert all(r.passed for r in evaluate(run, s))
     summary = summarize(run, s)
     assert summary.verdict == "passed" and summary.overall["requests"] == 50
+    too_long = summarize(run, spec("warmup_s: 600\nslos:\n  chat:\n    ttft_ms: {max: 100}\n"))
+    assert too_long.verdict == "run_failed" and "all fell in the warm-up (600 s)" in too_long.reason
 
 
 def test_star_applies_to_every_workload_and_a_missing_workload_fails(tmp_path: Path) -> None:
