@@ -114,7 +114,6 @@ def bench_events(users: int, tokens: int, seconds: float, pace_s: float | None =
         client.close()
 
     reads = {"n": 0}
-    real_feed = None
     from geventhttpclient.response import HTTPResponse
 
     real_feed = HTTPResponse.feed

@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--stall-s", type=float, default=d.stall_s)
     p.add_argument("--truth-log", default=None, help="JSONL file of the timings really imposed")
+    p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1/* (as vLLM does)")
     p.add_argument(
         "--exit-with-stdin",
         action="store_true",
@@ -84,6 +85,7 @@ def config_from_args(args: argparse.Namespace) -> EmulatorConfig:
         faults=_parse_faults(args.fault),
         stall_s=args.stall_s,
         truth_log=args.truth_log,
+        api_key=args.api_key,
     )
 
 

@@ -36,6 +36,7 @@ class EmulatorConfig:
     faults: dict[str, float] = field(default_factory=dict)
     stall_s: float = 3600.0
     truth_log: str | None = None
+    api_key: str | None = None  # like vLLM's --api-key: /v1/* answers 401 without "Bearer <key>"
 
     def validate(self) -> None:
         """Raise ``ValueError`` with a one-line reason if a setting makes no sense."""

@@ -62,6 +62,7 @@ _WORDS = [
 _REASONS = {
     200: "OK",
     400: "Bad Request",
+    401: "Unauthorized",
     404: "Not Found",
     429: "Too Many Requests",
     500: "Internal Server Error",
@@ -143,6 +144,9 @@ class EmulatorServer:
         path = req.path.split("?", 1)[0]
         if req.method == "GET" and path == "/health":
             return await _send(writer, 200, b"", "text/plain")
+        key = self.config.api_key
+        if key and path.startswith("/v1/") and req.headers.get("authorization") != f"Bearer {key}":
+            return await _send_json(writer, 401, {"error": {"message": "Unauthorized", "code": 401}})
         if req.method == "GET" and path == "/v1/models":
             body = {
                 "object": "list",

@@ -128,46 +128,23 @@ class LlmUser(User):
 
 
 def _fire_stats(environment: Environment, record: RequestRecord) -> None:
+    """E2E row for every request (failures carry their category); TTFT and TPOT rows when measured."""
     fire = environment.events.request.fire
-    name = record.workload
-    e2e_ms = (record.e2e_s or 0.0) * 1000
     if not record.ok:
         status = f" (HTTP {record.status_code})" if record.status_code else ""
-        fire(
-            request_type="E2E",
-            name=name,
-            response_time=e2e_ms,
-            response_length=0,
-            exception=LlmRequestFailed(f"{record.error_category}{status}"),
-            context={},
-        )
-        return
-    fire(
-        request_type="E2E",
-        name=name,
-        response_time=e2e_ms,
-        response_length=record.output_tokens or 0,
-        exception=None,
-        context={},
-    )
-    if record.ttft_s is not None:
-        fire(
-            request_type="TTFT",
-            name=name,
-            response_time=record.ttft_s * 1000,
-            response_length=0,
-            exception=None,
-            context={},
-        )
-    if record.tpot_s is not None:
-        fire(
-            request_type="TPOT",
-            name=name,
-            response_time=record.tpot_s * 1000,
-            response_length=0,
-            exception=None,
-            context={},
-        )
+        rows: list[tuple[str, float | None, int, Exception | None]] = [
+            ("E2E", record.e2e_s or 0.0, 0, LlmRequestFailed(f"{record.error_category}{status}"))
+        ]
+    else:
+        rows = [
+            ("E2E", record.e2e_s or 0.0, record.output_tokens or 0, None),
+            ("TTFT", record.ttft_s, 0, None),
+            ("TPOT", record.tpot_s, 0, None),
+        ]
+    for request_type, seconds, length, exc in rows:
+        if seconds is not None:
+            fire(request_type=request_type, name=record.workload, response_time=seconds * 1000,
+                 response_length=length, exception=exc, context={})  # fmt: skip
 
 
 def _extra_body(opts: Any) -> dict[str, Any]:

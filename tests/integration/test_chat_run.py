@@ -43,3 +43,23 @@ def test_headless_run_without_host_records_every_request(locust_runner) -> None:
     for path in run.run_dir.iterdir():  # type: ignore[union-attr]
         assert "sk-secret-123" not in path.read_text()
     assert "sk-secret-123" not in run.output
+
+
+def test_api_key_is_sent_and_a_wrong_one_fails_fast(locust_runner) -> None:  # type: ignore[no-untyped-def]
+    server_args = ["--emulator-args", "--api-key sk-right --ttft-ms 20 --itl-ms 2"]
+    good = locust_runner("chat.py", "-u", "2", "-r", "2", "-t", "3s", "--api-key", "sk-right", *server_args)
+    assert good.returncode == 0, good.output[-2000:]
+    assert good.records() and all(r["ok"] for r in good.records() if r["error_category"] != "cancelled")
+    bad = locust_runner("chat.py", "-u", "2", "-r", "2", "-t", "30s", "--api-key", "sk-wrong", *server_args)
+    assert bad.returncode == 3
+    assert "GET /v1/models answered HTTP 401; check --host and --api-key" in bad.output
+    assert "sk-wrong" not in bad.output
+
+
+def test_emulator_health_endpoint_used_by_the_compose_healthcheck() -> None:
+    import urllib.request
+
+    from emulator import EmulatorProcess
+
+    with EmulatorProcess("--api-key", "k") as emu:  # health needs no key, like vLLM's
+        assert urllib.request.urlopen(f"{emu.url}/health", timeout=5).status == 200

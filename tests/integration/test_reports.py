@@ -166,3 +166,21 @@ def test_compare_cli_exit_code(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert proc.returncode == 1 and "REGRESSION" in proc.stdout
     assert "TTFT p95 ms" in out.read_text()
+
+
+def test_rebuild_with_another_slo_file_changes_the_verdict(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    run_dir = make_run_dir(tmp_path / "run", [request(i, ttft_ms=100) for i in range(20)])
+    strict = tmp_path / "strict.yaml"
+    strict.write_text("slos:\n  chat:\n    ttft_ms: {p95: 50}\n")
+
+    def build(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "reports", "build", str(run_dir), *extra],
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+
+    assert build().returncode == 0  # the run's own (default) SLOs hold
+    strict_run = build("--slo", str(strict))
+    assert strict_run.returncode == 1 and "chat ttft_ms p95" in strict_run.stdout
+    assert json.loads((run_dir / "summary.json").read_text())["verdict"] == "failed"
