@@ -1,19 +1,17 @@
 """A gevent-friendly client for vLLM's OpenAI-compatible completion endpoints.
 
-One :class:`LlmClient` per simulated user (one keep-alive connection). Streams are read
-line by line as bytes arrive (geventhttpclient's ``readline``), so each SSE event is
-timestamped when its bytes reach the process rather than when a read buffer fills up.
+One :class:`LlmClient` per simulated user (one keep-alive :class:`~workloads._http.HttpConnection`).
+Streams are parsed per SSE event as bytes arrive, each event stamped with the receive time of
+the read that completed it (the kernel's, on Linux plain TCP), so a burst of events parsed
+together keeps its own arrival times.
 Every request ends as a :class:`~workloads.RequestRecord`, successful or not; failures get
 an :class:`~workloads.ErrorCategory` instead of an exception.
 """
 
 from __future__ import annotations
 
-import json
 import socket
 import ssl
-import struct
-import sys
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -21,9 +19,9 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import gevent
-from geventhttpclient import HTTPClient
-from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
+import orjson
 
+from ._http import HttpConnection, HttpResponse, ProtocolError
 from ._records import ErrorCategory, RequestRecord
 from ._sse import SseParser
 from ._timing import StreamError, StreamTimer
@@ -86,42 +84,45 @@ class LlmClient:
         prefix = parts.path.rstrip("/")
         self._prefix = prefix[: -len("/v1")] if prefix.endswith("/v1") else prefix
         self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        self._get_headers = {"Accept": "application/json"}
         if api_key:
-            self._headers["Authorization"] = f"Bearer {api_key}"
+            self._headers["Authorization"] = self._get_headers["Authorization"] = f"Bearer {api_key}"
         self._timeout_s = timeout_s
         self._connect_timeout_s = connect_timeout_s
         self._continuous_usage = continuous_usage
         self._user_id = user_id
         self._worker_id = worker_id
-        self._http: HTTPClient | None = None
         # Plain TCP on Linux: time events by the kernel's packet receive stamps, so a busy
         # client (many streams on one core) does not add its own scheduling delay to them.
-        self._kernel_stamps = kernel_timestamps and not self._ssl
-        self._stamped_sock: Any = None
+        self._kernel_stamps = kernel_timestamps
+        self._conn: HttpConnection | None = None
         #: the answer of the last request that asked for ``collect_text`` (chat history)
         self.last_text = ""
         #: model id -> owned_by, from the last /v1/models ("tokenstorm" means the emulator)
         self.models_owned_by: dict[str, str] = {}
 
     # -- connection ---------------------------------------------------------------------
-    def _client(self) -> HTTPClient:
-        if self._http is None:
-            self._http = HTTPClient(
+    def _connection(self) -> HttpConnection:
+        if self._conn is None:
+            self._conn = HttpConnection(
                 self._host,
                 self._port,
-                ssl=self._ssl,
-                concurrency=1,
-                connection_timeout=self._connect_timeout_s,
-                network_timeout=self._timeout_s,
-                headers=self._headers,
+                use_ssl=self._ssl,
+                connect_timeout_s=self._connect_timeout_s,
+                read_timeout_s=self._timeout_s,
+                kernel_timestamps=self._kernel_stamps,
             )
-        return self._http
+        return self._conn
+
+    @property
+    def connects(self) -> int:
+        """TCP connections opened so far (keep-alive: one per user unless the server closes it)."""
+        return self._conn.connects if self._conn is not None else 0
 
     def close(self) -> None:
-        """Close the connection (also how an abandoned stream's socket is discarded)."""
-        if self._http is not None:
-            self._http.close()
-            self._http = None
+        """Close the connection (also how an abandoned stream's bytes are discarded)."""
+        if self._conn is not None:
+            self._conn.close()
 
     def __enter__(self) -> LlmClient:
         return self
@@ -134,15 +135,15 @@ class LlmClient:
         """Return the ids served at ``/v1/models``; raise :class:`TargetError` if unusable."""
         try:
             with gevent.Timeout(self._connect_timeout_s + 20):
-                resp = self._client().get(f"{self._prefix}/v1/models")
+                resp = self._connection().request("GET", f"{self._prefix}/v1/models", self._get_headers)
                 body = resp.read()
-        except (gevent.Timeout, OSError, HTTPConnectionClosed, HTTPParseError) as exc:
+        except (gevent.Timeout, OSError, ProtocolError) as exc:
             self.close()
             raise TargetError(f"cannot reach {self._host}:{self._port} ({_describe(exc)}); check --host") from exc
-        if resp.status_code != 200:
-            raise TargetError(f"GET /v1/models answered HTTP {resp.status_code}; check --host and --api-key")
+        if resp.status != 200:
+            raise TargetError(f"GET /v1/models answered HTTP {resp.status}; check --host and --api-key")
         try:
-            data = json.loads(body)
+            data = orjson.loads(body)
             self.models_owned_by = {str(m["id"]): str(m.get("owned_by", "")) for m in data["data"]}
             return [str(m["id"]) for m in data["data"]]
         except (ValueError, KeyError, TypeError) as exc:
@@ -190,39 +191,30 @@ class LlmClient:
             requested_max_tokens=req.max_tokens,
             requested_prompt_tokens=req.requested_prompt_tokens,
         )
-        payload = json.dumps(self.build_body(req, model), ensure_ascii=False).encode()
-        headers = {**req.headers, "X-Request-Id": record.request_id}
+        payload = orjson.dumps(self.build_body(req, model))
+        headers = {**self._headers, **req.headers, "X-Request-Id": record.request_id}
         timer = StreamTimer(collect_text=req.collect_text)
         self.last_text = ""
-        got_headers = False
-        clean = False
-        resp: Any = None
+        conn = self._connection()
+        resp: HttpResponse | None = None
         t0 = time.perf_counter()
         try:
             with gevent.Timeout(self._timeout_s):
-                resp = self._client().post(f"{self._prefix}{req.path}", body=payload, headers=headers)
-                got_headers = True
-                record.status_code = resp.status_code
-                if resp.status_code != 200:
+                resp = conn.request("POST", f"{self._prefix}{req.path}", headers, payload, t_sent=t0)
+                record.status_code = resp.status
+                if resp.status != 200:
                     body = resp.read(_MAX_ERROR_BODY)
                     record.e2e_s = time.perf_counter() - t0
-                    _fail(record, _http_category(resp.status_code), _error_text(resp.status_code, body))
-                    clean = resp.message_complete
+                    _fail(record, _http_category(resp.status), _error_text(resp.status, body))
                     return record
                 if req.stream:
-                    sock = resp._sock
-                    if sock is not None and self._kernel_stamps and sock is not self._stamped_sock:
-                        self._kernel_stamps = _enable_kernel_timestamps(sock)
-                        self._stamped_sock = sock
-                    _read_stream(resp, timer, t0, self._kernel_stamps)
-                    clean = True
+                    _read_stream(resp, timer, t0)
                     if timer.texts is not None:
                         self.last_text = "".join(timer.texts)
                     timer.finish()
                     _fill_from_timer(record, timer)
                 else:
                     _read_whole(resp, record, t0)
-                    clean = True
                 record.ok = record.error_category is None
         except StreamError as exc:
             _fill_from_timer(record, timer)
@@ -234,94 +226,41 @@ class LlmClient:
         except gevent.Timeout:
             _fill_from_timer(record, timer)
             _fail(record, ErrorCategory.TIMEOUT, f"no complete response within {self._timeout_s:g} s")
-        except (OSError, HTTPConnectionClosed, HTTPParseError) as exc:
+        except (OSError, ProtocolError) as exc:
             _fill_from_timer(record, timer)
             if isinstance(exc, socket.timeout):
                 _fail(record, ErrorCategory.TIMEOUT, f"read timed out after {self._timeout_s:g} s")
-            elif got_headers:
+            elif resp is not None:
                 _fail(record, ErrorCategory.STREAM_DROPPED, f"connection lost mid-response ({_describe(exc)})")
             else:
                 _fail(record, ErrorCategory.CONNECT, f"no response from {self._host}:{self._port} ({_describe(exc)})")
         finally:
-            if not clean:
-                # Never reuse a socket with unread bytes on it: hand it back, then close the pool.
-                if resp is not None:
-                    resp.release()
-                self.close()
+            # Keep-alive only after a response read to its end; otherwise its unread bytes go
+            # with the socket, so the next request starts on a clean connection.
+            if resp is None or not resp.complete:
+                conn.close()
         return record
 
 
-# Linux SO_TIMESTAMPNS (= SCM_TIMESTAMPNS): the kernel stamps each received packet with
-# CLOCK_REALTIME. Python's socket module does not export the constant.
-_SO_TIMESTAMPNS = 35 if sys.platform.startswith("linux") else None
-_TIMESPEC = struct.Struct("qq")
-
-
-def _enable_kernel_timestamps(sock: Any) -> bool:
-    if _SO_TIMESTAMPNS is None or not hasattr(sock, "recvmsg"):
-        return False
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
-    except OSError:
-        return False
-    return True
-
-
-def _read_stream(resp: Any, timer: StreamTimer, t0: float, kernel_stamps: bool) -> None:
-    """Read SSE events as they arrive; each event is stamped with the time of the read
-    that completed it (taken right after ``recv`` returns, before any parsing), so parsing
-    a burst of events never shifts the later ones' timestamps.
-
-    geventhttpclient's HTTP parser decodes the chunked body into ``resp._body_buffer`` as
-    bytes are fed to it; reading that buffer per ``recv`` (rather than per ``readline``)
-    costs one parser call per network read instead of one per line.
-    """
+def _read_stream(resp: HttpResponse, timer: StreamTimer, t0: float) -> None:
+    """Feed SSE events to the timer, each stamped with the read that completed it (kernel
+    receive time where available, see :mod:`workloads._http`), as seconds since ``t0``."""
     parser = SseParser()
-    perf = time.perf_counter
     on_event = timer.on_event
-    buf: bytearray = resp._body_buffer
-    sock = resp._sock
-    block = 65536
-    t_read = perf() - t0
-    # Kernel receive stamps are CLOCK_REALTIME; map them onto this request's perf_counter
-    # axis with an offset taken now (a clock step mid-request falls back to perf_counter).
-    wall_minus_perf_ns = time.time_ns() - time.perf_counter_ns()
-    t0_ns = t0 * 1e9
-    unpack = _TIMESPEC.unpack
-    while True:
-        if buf:
-            data = bytes(buf)
-            del buf[:]
-            for payload in parser.feed(data):
-                on_event(payload, t_read)
-        if resp.message_complete:
-            for payload in parser.flush():
-                on_event(payload, t_read)
-            return
-        if sock is None:
-            raise HTTPConnectionClosed("connection closed mid-stream")
-        if kernel_stamps:
-            data, ancdata, _flags, _addr = sock.recvmsg(block, 64)
-            t_read = perf() - t0
-            for level, kind, cdata in ancdata:
-                if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(cdata) >= 16:
-                    sec, nsec = unpack(cdata[:16])
-                    t_kernel = (sec * 1_000_000_000 + nsec - wall_minus_perf_ns - t0_ns) / 1e9
-                    if 0.0 <= t_kernel <= t_read:
-                        t_read = t_kernel
-        else:
-            data = sock.recv(block)
-            t_read = perf() - t0
-        if not data:
-            raise HTTPConnectionClosed("connection closed mid-stream")
-        resp.feed(data)
+    feed = parser.feed
+    t = t0
+    for piece, t in resp.body():
+        for payload in feed(piece):
+            on_event(payload, t - t0)
+    for payload in parser.flush():
+        on_event(payload, t - t0)
 
 
-def _read_whole(resp: Any, record: RequestRecord, t0: float) -> None:
+def _read_whole(resp: HttpResponse, record: RequestRecord, t0: float) -> None:
     body = resp.read()
     record.e2e_s = time.perf_counter() - t0
     try:
-        data = json.loads(body)
+        data = orjson.loads(body)
         choice = data["choices"][0]
         record.finish_reason = choice.get("finish_reason")
         record.response_id = data.get("id")
@@ -374,7 +313,7 @@ def _http_category(status: int) -> str:
 
 def _error_text(status: int, body: bytes) -> str:
     try:
-        data = json.loads(body)
+        data = orjson.loads(body)
         err = data.get("error", data) if isinstance(data, dict) else data
         msg = err.get("message", err) if isinstance(err, dict) else err
         text = str(msg)

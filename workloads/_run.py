@@ -48,7 +48,7 @@ def new_run_dir(root: Path, label: str, now: datetime | None = None) -> Path:
 def versions() -> dict[str, str]:
     """Versions of the pieces that shape the numbers, for ``run.json``."""
     out = {"python": sys.version.split()[0], "platform": platform.platform()}
-    for dist in ("tokenstorm", "locust", "gevent", "geventhttpclient"):
+    for dist in ("tokenstorm", "locust", "gevent", "httptools", "orjson"):
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:

@@ -18,8 +18,9 @@ Definitions (the ones users check against vLLM's own benchmark):
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+import orjson
 
 from ._records import ErrorCategory
 
@@ -90,7 +91,7 @@ class StreamTimer:
         if self.done_t is not None:
             return  # data after [DONE] carries nothing we time
         try:
-            chunk: Any = json.loads(payload)
+            chunk: Any = orjson.loads(payload)
         except ValueError as exc:
             raise StreamError(ErrorCategory.MALFORMED_CHUNK, f"chunk is not JSON: {payload[:80]!r}") from exc
         if not isinstance(chunk, dict):
