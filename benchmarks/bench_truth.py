@@ -22,6 +22,7 @@ TPOT is measured between the same two tokens on both sides, so it agrees within 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -40,11 +41,12 @@ HISTOGRAMS = {
     "tpot": "vllm:request_time_per_output_token_seconds",
     "itl": "vllm:inter_token_latency_seconds",
 }
-WORDS = (
-    "the supplier shall deliver goods within thirty days of order date buyer may terminate agreement "
-    "notice writing party liable damages arising breach confidential information services fees invoice "
-    "payment warranty period software license term renewal clause schedule"
-).split()
+_PROSE = (
+    "the supplier shall deliver goods within thirty days of order date buyer may terminate agreement notice "
+    "writing party liable damages arising breach confidential information services fees invoice payment "
+    "warranty period software license term renewal clause schedule"
+)
+WORDS = _PROSE.split()
 
 
 def scrape_histogram_totals(host: str) -> dict[str, float]:
@@ -83,6 +85,8 @@ def record_figures(records: list[dict[str, Any]]) -> dict[str, Any]:
         "itl": statistics.fmean(gaps) if gaps else None,
         "ttft_median": statistics.median(r["ttft_s"] for r in done) if done else None,
         "bunched": len(bunched),
+        "zero_gap_pct": 100.0 * sum(g == 0 for g in gaps) / len(gaps) if gaps else 0.0,
+        "itl_p99": statistics.quantiles(gaps, n=100)[98] if len(gaps) > 100 else None,
         "order_violations": len(broken),
     }
 
@@ -91,7 +95,7 @@ def timing_violation(r: dict[str, Any]) -> bool:
     """Whether a record breaks ``ttfc <= ttft <= e2e <= done`` or has a negative gap."""
     chain = [r.get(k) for k in ("ttfc_s", "ttft_s", "e2e_s", "done_s")]
     present = [v for v in chain if v is not None]
-    return any(a > b for a, b in zip(present, present[1:], strict=False)) or any(g < 0 for g in r["itl_gaps_s"])
+    return any(a > b for a, b in itertools.pairwise(present)) or any(g < 0 for g in r["itl_gaps_s"])
 
 
 def write_sharegpt(path: Path, n: int = 128, words: int = 45, seed: int = 7) -> None:
@@ -134,7 +138,7 @@ def run_once(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 
 
 def _ms(v: float | None) -> str:
-    return "   n/a" if v is None else f"{v * 1000:7.2f}"
+    return "n/a" if v is None else f"{v * 1000:.2f}"
 
 
 def main() -> None:
@@ -148,20 +152,22 @@ def main() -> None:
     ap.add_argument("--no-server-metrics", action="store_true")
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
-    print(f"{'run':>3} {'recs':>5} {'TTFT cli':>9} {'TTFT vllm':>9} {'diff':>7} {'TPOT cli':>9} {'TPOT vllm':>9} "
-          f"{'ratio':>6} {'ITL cli':>8} {'ITL vllm':>8} {'bunched':>8} {'order':>6} {'cli CPU s':>9}")  # fmt: skip
+    columns = ("run", "recs", "TTFT cli", "TTFT vllm", "diff", "TPOT cli", "TPOT vllm", "ratio", "ITL cli",
+               "ITL vllm", "bunched", "order", "cli CPU s", "0-gaps", "ITL p99")  # fmt: skip
+    print(" ".join(f"{c:>9}" for c in columns))
     for i in range(args.repeat):
         with tempfile.TemporaryDirectory(prefix="bench-truth-") as tmp:
             res = run_once(args, Path(tmp))
         c, s = res["client"], res["server"]
         diff = None if c["ttft"] is None or s["ttft"] is None else c["ttft"] - s["ttft"]
-        ratio = f"{c['tpot'] / s['tpot']:6.3f}" if c["tpot"] and s["tpot"] else "   n/a"
-        print(
-            f"{i + 1:>3} {c['records']:>5} {_ms(c['ttft'])}ms {_ms(s['ttft'])}ms {_ms(diff)} {_ms(c['tpot'])}ms "
-            f"{_ms(s['tpot'])}ms {ratio} {_ms(c['itl'])} {_ms(s['itl'])} {c['bunched']:>8} {c['order_violations']:>6} {c['cpu_s']:9.2f}"
-            + ("" if res["exit"] == 0 else f"  (locust exit {res['exit']})"),
-            flush=True,
-        )
+        ratio = f"{c['tpot'] / s['tpot']:.3f}" if c["tpot"] and s["tpot"] else "n/a"
+        cells = (
+            i + 1, c["records"], _ms(c["ttft"]), _ms(s["ttft"]), _ms(diff), _ms(c["tpot"]), _ms(s["tpot"]), ratio,
+            _ms(c["itl"]), _ms(s["itl"]), c["bunched"], c["order_violations"], f"{c['cpu_s']:.2f}",
+            f"{c['zero_gap_pct']:.1f}%", _ms(c["itl_p99"]),
+        )  # fmt: skip
+        tail = "" if res["exit"] == 0 else f"  (locust exit {res['exit']})"
+        print(" ".join(f"{v:>9}" for v in cells) + tail, flush=True)
 
 
 if __name__ == "__main__":

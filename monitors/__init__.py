@@ -3,6 +3,7 @@
 from ._collector import RunMonitor
 from ._gpu import open_gpu_sampler
 from ._nvml import NoGpuError, NvmlSampler
+from ._process import MonitorProcess
 from ._samples import MONITOR_SCHEMA_VERSION, GpuSample, MonitorGap, ServerSample, to_line
 from ._sidecar import GpuSampler, Sidecar
 from ._smi import SMI_FIELDS, SmiSampler, parse_smi_csv
@@ -15,6 +16,7 @@ __all__ = [
     "GpuSampler",
     "MetricsUnavailable",
     "MonitorGap",
+    "MonitorProcess",
     "NoGpuError",
     "NvmlSampler",
     "RunMonitor",

@@ -2,6 +2,8 @@
 
     python -m monitors gpu [--interval 1] [--out gpu.jsonl] [--host 127.0.0.1] [--port 9400]
     python -m monitors server-metrics http://gpu-host:8000
+    python -m monitors collect --run-dir RUN_DIR [--target URL] [--gpu-monitor URL|local] [--interval 1]
+      (started by the load test itself: the in-run monitor, in its own process)
 
 Exit codes: 0 ok; 4 no GPU (one line says why); 5 the server has no usable /metrics;
 2 bad arguments.
@@ -21,6 +23,7 @@ from pathlib import Path
 
 from ._gpu import open_gpu_sampler
 from ._nvml import NoGpuError
+from ._process import run_collector
 from ._sidecar import Sidecar
 from ._vllm_metrics import MetricsUnavailable, ServerMetricsScraper
 
@@ -44,7 +47,18 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds (0: run until killed)")
     s = sub.add_parser("server-metrics", help="read a vLLM server's /metrics once and print it")
     s.add_argument("url")
+    c = sub.add_parser("collect", help="the in-run monitor (started by the load test; API key from the environment)")
+    c.add_argument("--run-dir", type=Path, required=True)
+    c.add_argument("--target", default=None, help="base URL whose /metrics is scraped")
+    c.add_argument("--gpu-monitor", default=None, help="a GPU sidecar URL, or 'local'")
+    c.add_argument("--interval", type=float, default=1.0)
     args = p.parse_args(argv)
+
+    if args.cmd == "collect":
+        if args.interval <= 0:
+            p.error("--interval must be > 0")
+        return run_collector(args.run_dir, target_url=args.target, gpu_monitor=args.gpu_monitor,
+                             interval_s=args.interval)  # fmt: skip
 
     if args.cmd == "server-metrics":
         try:

@@ -467,41 +467,32 @@ def _build_outputs(environment: Environment, ctx: RunContext) -> None:
 
 
 def _start_monitor(environment: Environment, ctx: RunContext, run_dir: Path) -> None:
-    from monitors import NoGpuError, RunMonitor, open_gpu_sampler
+    from monitors import MonitorProcess
 
     opts = environment.parsed_options
-    gpu = str(getattr(opts, "gpu_monitor", "") or "")
-    local = None
-    if gpu == "local":
-        try:
-            local = open_gpu_sampler()
-        except NoGpuError as exc:
-            log.warning("tokenstorm: notice — %s; running without GPU samples", exc)
-    scrape = None if getattr(opts, "no_server_metrics", False) else environment.host
-    monitor = RunMonitor(
-        run_dir,
-        target_url=scrape,
-        gpu_monitor=gpu or None,
-        local_sampler=local,
-        api_key=getattr(opts, "api_key", None) or None,
-    )
-    ctx.monitor = monitor
     interval = max(0.1, float(getattr(opts, "monitor_interval", 1.0) or 1.0))
-    threadpool = gevent.get_hub().threadpool
+    scrape = None if getattr(opts, "no_server_metrics", False) else environment.host
+    gpu = str(getattr(opts, "gpu_monitor", "") or "")
+    if scrape or gpu:
+        # GPU sampling and /metrics parsing run in their own process: in this one they would
+        # stall the event loop that reads the streams (measured in monitors/_process.py).
+        ctx.monitor = MonitorProcess(
+            run_dir,
+            target_url=scrape,
+            gpu_monitor=gpu or None,
+            interval_s=interval,
+            api_key=getattr(opts, "api_key", None) or None,
+        )
     load_fh = (run_dir / "load.jsonl").open("a", encoding="utf-8")
 
     def loop() -> None:
-        # NVML calls block for milliseconds: run them in a real thread, not on the event loop.
-        sample_fn = threadpool.apply
         next_t = time.monotonic()
-        while ctx.monitor is monitor:
+        while True:
             runner = environment.runner
             users = runner.user_count if runner is not None else 0
             cpu = _track_workers(runner, ctx)
             load_fh.write(json.dumps({"epoch_s": time.time(), "users": users, "cpu": cpu}) + "\n")
             load_fh.flush()
-            monitor.poll_gpu(sample_fn)
-            monitor.poll_server()
             next_t += interval
             gevent.sleep(max(0.0, next_t - time.monotonic()))
 
@@ -541,8 +532,7 @@ def _stop_monitor(ctx: RunContext) -> None:
         ctx.monitor_greenlet.kill(block=True)
         ctx.monitor_greenlet = None
     if monitor is not None:
-        monitor.poll()  # one last sample at the end of the run
-        monitor.close()
+        monitor.stop()  # it takes one last sample first
 
 
 def _on_test_stopping(environment: Environment, **_kw: Any) -> None:
@@ -744,8 +734,8 @@ def _extend_web_ui(environment: Environment) -> None:
         )
         payload = response.get_json()
         monitor = ctx.monitor
-        gpu_rows = [{k: _fmt(g.get(k)) for k, _ in _GPU_COLUMNS} for g in (monitor.latest_gpu if monitor else [])]
-        server = monitor.latest_server if monitor else {}
+        latest_gpu, server = monitor.latest() if monitor is not None else ([], {})
+        gpu_rows = [{k: _fmt(g.get(k)) for k, _ in _GPU_COLUMNS} for g in latest_gpu]
         server_rows = [{k: _fmt(server.get(k)) for k, _ in _SERVER_COLUMNS}] if server else []
         payload["extended_stats"] = [
             {"key": "tokenstorm", "data": rows},
