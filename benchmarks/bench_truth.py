@@ -22,7 +22,6 @@ TPOT is measured between the same two tokens on both sides, so it agrees within 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import random
@@ -36,6 +35,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from workloads import RequestRecord  # noqa: E402 (a script run from anywhere)
+
 HISTOGRAMS = {
     "ttft": "vllm:time_to_first_token_seconds",
     "tpot": "vllm:request_time_per_output_token_seconds",
@@ -93,9 +96,7 @@ def record_figures(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 def timing_violation(r: dict[str, Any]) -> bool:
     """Whether a record breaks ``ttfc <= ttft <= e2e <= done`` or has a negative gap."""
-    chain = [r.get(k) for k in ("ttfc_s", "ttft_s", "e2e_s", "done_s")]
-    present = [v for v in chain if v is not None]
-    return any(a > b for a, b in itertools.pairwise(present)) or any(g < 0 for g in r["itl_gaps_s"])
+    return RequestRecord.from_dict(r).check_timing() is not None
 
 
 def write_sharegpt(path: Path, n: int = 128, words: int = 45, seed: int = 7) -> None:

@@ -12,7 +12,7 @@ import jinja2
 from ._plots import distribution_png, timeseries_png
 from ._rundir import RunData
 from ._slo import SloSpec, judged_mask
-from ._summary import PERCENTILES, RunSummary
+from ._summary import PERCENTILES, RunSummary, timing_violations
 
 __all__ = ["render_report"]
 
@@ -87,6 +87,7 @@ def render_report(run: RunData, spec: SloSpec, summary: RunSummary) -> str:
         gaps=gaps,
         workers_lost=workers_lost,
         client_bound=list(meta.get("client_bound") or []),
+        timing_violations=timing_violations(run),
         num=_num,
         pct=_pct,
     )

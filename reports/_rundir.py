@@ -23,6 +23,7 @@ __all__ = ["RunData", "load_run"]
 _SCALAR_COLUMNS = (
     "workload", "start_epoch_s", "ok", "error_category", "error_detail", "status_code", "prompt_tokens",
     "output_tokens", "ttft_s", "ttfc_s", "e2e_s", "tpot_s", "worker_id", "warmup", "model", "send_lag_s",
+    "timing_violation",
 )  # fmt: skip
 
 
@@ -71,7 +72,7 @@ _SCHEMA = pa.schema(
         ("prompt_tokens", pa.int64()), ("output_tokens", pa.int64()), ("ttft_s", pa.float64()),
         ("ttfc_s", pa.float64()), ("e2e_s", pa.float64()), ("tpot_s", pa.float64()), ("worker_id", pa.string()),
         ("warmup", pa.bool_()), ("model", pa.string()), ("send_lag_s", pa.float64()),
-        ("itl_gaps_s", pa.list_(pa.float64())),
+        ("timing_violation", pa.string()), ("itl_gaps_s", pa.list_(pa.float64())),
     ]
 )  # fmt: skip
 

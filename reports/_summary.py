@@ -55,8 +55,15 @@ class RunSummary:
             "client_bound_workers": list(meta.get("client_bound") or []),
             "workers_lost": meta.get("workers_lost") or {},
             "workers_seen": meta.get("workers_seen") or [],
+            "timing_violations": timing_violations(run),
         }
         return out
+
+
+def timing_violations(run: RunData) -> int:
+    """Records that break ``ttfc <= ttft <= e2e <= done`` (a measurement bug; 0 expected)."""
+    col = run.requests.get("timing_violation")
+    return 0 if col is None else int(col.notna().sum())
 
 
 def _metric_block(values_s: np.ndarray, name: str) -> dict[str, float | None]:

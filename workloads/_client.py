@@ -239,6 +239,7 @@ class LlmClient:
             # with the socket, so the next request starts on a clean connection.
             if resp is None or not resp.complete:
                 conn.close()
+        record.timing_violation = record.check_timing()
         return record
 
 

@@ -356,6 +356,7 @@ def _load_workloads_or_exit(environment: Environment, ctx: RunContext) -> None:
 def _on_test_start(environment: Environment, **_kw: Any) -> None:
     ctx = context(environment)
     opts = environment.parsed_options
+    ctx.gc_watch.start()  # every process that reads streams: workers too
     if ctx.is_worker or opts is None:
         return
     ctx.simulated = bool(ctx.emulator_url) and environment.host == ctx.emulator_url
@@ -435,6 +436,7 @@ def _run_extra(ctx: RunContext, status: str, **more: Any) -> dict[str, Any]:
         "slo_spec_source": spec.source if spec is not None else None,
         "workers_lost": ctx.workers_lost,
         "client_bound": sorted(ctx.client_bound),
+        "gc": ctx.gc_watch.as_dict(),
         **more,
     }
 
@@ -572,6 +574,7 @@ def _on_test_stop(environment: Environment, **_kw: Any) -> None:
     _wait_for_workers_final_records(environment, ctx)
     ctx.stopping = False
     _stop_monitor(ctx)
+    ctx.gc_watch.stop()
     ctx.flush()
     ctx.write_run_json(vars(opts), environment.host, _run_extra(ctx, "stopped", stopped_epoch_s=time.time()))
     _build_outputs(environment, ctx)

@@ -8,6 +8,7 @@ wrote them.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -89,7 +90,23 @@ class RequestRecord:
     warmup: bool = False
     #: open-loop runs: how late the request was sent after its scheduled arrival time
     send_lag_s: float | None = None
+    #: set only when the record breaks ``ttfc <= ttft <= e2e <= done`` or has a negative gap —
+    #: a measurement bug, counted in run.json (``timing_violations``), never expected
+    timing_violation: str | None = None
     schema: int = RECORD_SCHEMA_VERSION
+
+    def check_timing(self) -> str | None:
+        """Say how this record breaks the one-clock invariant, or ``None`` when it holds."""
+        chain = [(n, v) for n, v in (("ttfc_s", self.ttfc_s), ("ttft_s", self.ttft_s), ("e2e_s", self.e2e_s),
+                                     ("done_s", self.done_s)) if v is not None]  # fmt: skip
+        if chain and chain[0][1] < 0:
+            return f"{chain[0][0]} < 0"
+        for (name_a, a), (name_b, b) in itertools.pairwise(chain):
+            if a > b:
+                return f"{name_a} {a:.6f} > {name_b} {b:.6f}"
+        if any(g < 0 for g in self.itl_gaps_s):
+            return "negative ITL gap"
+        return None
 
     def to_json(self) -> str:
         """Serialise as one compact JSON line (no trailing newline)."""

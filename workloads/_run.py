@@ -8,6 +8,7 @@ so the master's run directory holds every request of a distributed run.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import platform
 import re
@@ -22,12 +23,15 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from ._gc import GcWatch
 from ._records import RecordWriter, RequestRecord
 
 __all__ = ["RunContext", "TokenRate", "new_run_dir", "versions"]
 
 #: Option names whose values are never written anywhere.
 SECRET_OPTIONS = frozenset({"api_key"})
+
+log = logging.getLogger("tokenstorm")
 
 
 def new_run_dir(root: Path, label: str, now: datetime | None = None) -> Path:
@@ -115,6 +119,9 @@ class RunContext:
     flushed_workers: set[str] = field(default_factory=set)
     token_counter: Any = None
     seed: int = 0
+    #: records of this process that broke the timing invariant (a bug; logged once)
+    timing_violations: int = 0
+    gc_watch: GcWatch = field(default_factory=GcWatch)
     _builders: dict[str, Any] = field(default_factory=dict)
 
     def builder(self, workload: str) -> Any:
@@ -152,6 +159,11 @@ class RunContext:
         """Keep one finished request: write it here, or queue it for the master."""
         if self.started_epoch_s is not None:
             record.warmup = record.start_epoch_s - self.started_epoch_s < self.warmup_s
+        if record.timing_violation:
+            self.timing_violations += 1
+            if self.timing_violations == 1:
+                log.error("tokenstorm: BUG — request %s breaks the timing invariant (%s); please report it",
+                          record.request_id, record.timing_violation)  # fmt: skip
         line = record.to_json()
         if self.is_worker:
             with self._lock:
