@@ -55,12 +55,14 @@ def kernel_timestamps_supported() -> bool:
 class _ResponseState:
     """httptools callbacks; only the ones defined here are called (it checks at init)."""
 
-    __slots__ = ("complete", "headers", "headers_done", "pieces", "t_read")
+    __slots__ = ("complete", "headers", "headers_done", "keep_alive", "parser", "pieces", "t_read")
 
     def __init__(self) -> None:
+        self.parser: Any = None
         self.headers: dict[str, str] = {}
         self.headers_done = False
         self.complete = False
+        self.keep_alive = False
         #: decoded body pieces not yet handed out, each with the stamp of its read
         self.pieces: list[tuple[bytes, float]] = []
         self.t_read = 0.0
@@ -75,6 +77,8 @@ class _ResponseState:
         self.pieces.append((body, self.t_read))
 
     def on_message_complete(self) -> None:
+        # llhttp answers this only inside the callback; afterwards it says "no".
+        self.keep_alive = bool(self.parser.should_keep_alive())
         self.complete = True
 
 
@@ -178,12 +182,17 @@ class HttpConnection:
         """Whether a kept-alive socket is still open (the server may have timed it out)."""
         if self._ssl:
             return True  # a peek would read TLS records; a failed first read is retried instead
+        sock = self._sock
+        # Timeout 0: gevent raises at once instead of waiting for the socket to become readable.
+        sock.settimeout(0.0)
         try:
-            self._sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            sock.recv(1, socket.MSG_PEEK)
         except (BlockingIOError, InterruptedError):
             return True  # nothing to read: idle and open
         except OSError:
             return False
+        finally:
+            sock.settimeout(self._read_timeout_s)
         return False  # EOF, or bytes nobody asked for: not reusable either way
 
     def close(self) -> None:
@@ -236,7 +245,7 @@ class HttpConnection:
         self._wall_minus_perf_ns = time.time_ns() - time.perf_counter_ns()
         state = _ResponseState()
         state.t_read = t_floor
-        parser = httptools.HttpResponseParser(state)
+        parser = state.parser = httptools.HttpResponseParser(state)
         try:
             self._sock.sendall(raw)
             self._read_into(parser, state)
@@ -280,5 +289,5 @@ class HttpConnection:
 
     def _response_done(self, resp: HttpResponse) -> None:
         self._busy = False
-        if not resp._parser.should_keep_alive():
+        if not resp._state.keep_alive:
             self.close()
