@@ -203,6 +203,12 @@ class HttpConnection:
             with contextlib.suppress(OSError):
                 sock.close()
 
+    def __enter__(self) -> HttpConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     @property
     def kernel_timestamps(self) -> bool:
         """Whether reads on the current connection are stamped by the kernel."""
