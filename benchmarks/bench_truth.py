@@ -120,6 +120,8 @@ def run_once(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     ]  # fmt: skip
     if args.processes:
         cmd += ["--processes", str(args.processes)]
+    if args.monitor_interval:
+        cmd += ["--monitor-interval", str(args.monitor_interval)]
     if args.no_server_metrics:
         cmd.append("--no-server-metrics")
     before = scrape_histogram_totals(args.host)
@@ -151,6 +153,7 @@ def main() -> None:
     ap.add_argument("--run-time", default="12s")
     ap.add_argument("--processes", type=int, default=0)
     ap.add_argument("--no-server-metrics", action="store_true")
+    ap.add_argument("--monitor-interval", type=float, default=0.0, help="seconds between /metrics scrapes")
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
     columns = ("run", "recs", "TTFT cli", "TTFT vllm", "diff", "TPOT cli", "TPOT vllm", "ratio", "ITL cli",

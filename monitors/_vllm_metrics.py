@@ -42,12 +42,33 @@ class MetricsUnavailable(Exception):
     """The target has no usable ``/metrics`` (the message says why, in one line)."""
 
 
+#: every family a reading uses; the rest of the exposition (~90% of vLLM's ~50 KB) is skipped
+_WANTED = tuple(
+    sorted({n for names in (*_GAUGES.values(), _KV, *_COUNTERS.values(), *_HISTOGRAMS.values()) for n in names})
+)
+
+
+def _wanted_lines(text: str) -> str:
+    """Only the sample, TYPE and HELP lines of the families in ``_WANTED``.
+
+    Parsing all of vLLM's /metrics with prometheus_client takes ~15 ms of CPU; a reading
+    needs a tenth of it. A name is kept by prefix (``vllm:x`` keeps ``vllm:x_bucket``,
+    ``vllm:x_sum``...); the parser then sees a well-formed, smaller exposition.
+    """
+    keep = []
+    for line in text.splitlines():
+        name = line[7:] if line.startswith(("# TYPE ", "# HELP ")) else line
+        if name.startswith(_WANTED):
+            keep.append(line)
+    return "\n".join(keep) + "\n"
+
+
 def parse_vllm_metrics(text: str, epoch_s: float | None = None) -> ServerSample:
     """Turn one ``/metrics`` exposition into a :class:`ServerSample`."""
     sums: dict[str, float] = {}
     maxes: dict[str, float] = {}
     hist: dict[str, dict[str, float]] = {}
-    for family in text_string_to_metric_families(text):
+    for family in text_string_to_metric_families(_wanted_lines(text)):
         for s in family.samples:
             name = s.name
             if name.endswith("_bucket"):
