@@ -1,6 +1,7 @@
 """Starts a real vLLM server (CPU build) serving a tiny random-weight model made offline.
 
-The vLLM venv is ``.venv-vllm`` (made by scripts/test.sh) or ``$TOKENSTORM_VLLM_PYTHON``.
+The vLLM venv is ``.venv-vllm`` (made by scripts/test.sh) or ``$TOKENSTORM_VLLM_PYTHON``;
+``$TOKENSTORM_VLLM_URL`` points the tests at a server already running the tiny model as "tiny".
 The server is shared by every e2e test of the session and stopped at the end.
 """
 
@@ -39,7 +40,12 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def vllm_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def vllm_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    if os.environ.get("TOKENSTORM_VLLM_URL"):
+        # A server already running the tiny model as "tiny" (saves its start-up when iterating).
+        yield os.environ["TOKENSTORM_VLLM_URL"].rstrip("/")
+        return
+    tiny_model: Path = request.getfixturevalue("tiny_model")
     port = free_port()
     log_path = tmp_path_factory.mktemp("vllm-log") / "server.log"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "TRANSFORMERS_OFFLINE": "1"}
