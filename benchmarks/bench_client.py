@@ -114,19 +114,19 @@ def bench_events(users: int, tokens: int, seconds: float, pace_s: float | None =
         client.close()
 
     reads = {"n": 0}
-    from geventhttpclient.response import HTTPResponse
+    from workloads._http import HttpConnection
 
-    real_feed = HTTPResponse.feed
+    real_read = HttpConnection._read_into
 
-    def counting_feed(self: HTTPResponse, data: bytes) -> None:
+    def counting_read(self: HttpConnection, parser: object, state: object) -> None:
         reads["n"] += 1
-        real_feed(self, data)
+        real_read(self, parser, state)  # type: ignore[arg-type]
 
-    HTTPResponse.feed = counting_feed  # type: ignore[method-assign]
+    HttpConnection._read_into = counting_read  # type: ignore[method-assign]
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
     gevent.joinall([gevent.spawn(user) for _ in range(users)])
-    HTTPResponse.feed = real_feed  # type: ignore[method-assign]
+    HttpConnection._read_into = real_read  # type: ignore[method-assign]
     wall = time.perf_counter() - t0
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)

@@ -109,7 +109,9 @@ class LlmClient:
                 self._port,
                 use_ssl=self._ssl,
                 connect_timeout_s=self._connect_timeout_s,
-                read_timeout_s=self._timeout_s,
+                # No per-read socket timeout: each request runs under one gevent.Timeout, and a
+                # socket timeout would arm a timer on every read (measured: ~5% of client CPU).
+                read_timeout_s=None,
                 kernel_timestamps=self._kernel_stamps,
             )
         return self._conn

@@ -36,6 +36,8 @@ _BLOCK = 65536
 # CLOCK_REALTIME. Python's socket module does not export the constant.
 _SO_TIMESTAMPNS = 35 if sys.platform.startswith("linux") else None
 _TIMESPEC = struct.Struct("qq")
+_unpack_timespec = _TIMESPEC.unpack_from
+_SOL_SOCKET = socket.SOL_SOCKET
 _CMSG_SPACE = 64
 
 
@@ -55,7 +57,7 @@ def kernel_timestamps_supported() -> bool:
 class _ResponseState:
     """httptools callbacks; only the ones defined here are called (it checks at init)."""
 
-    __slots__ = ("complete", "headers", "headers_done", "keep_alive", "parser", "pieces", "t_read")
+    __slots__ = ("complete", "headers", "headers_done", "keep_alive", "parser", "pieces", "read_pieces", "t_read")
 
     def __init__(self) -> None:
         self.parser: Any = None
@@ -63,8 +65,10 @@ class _ResponseState:
         self.headers_done = False
         self.complete = False
         self.keep_alive = False
-        #: decoded body pieces not yet handed out, each with the stamp of its read
+        #: decoded body not yet handed out: one (bytes, stamp) per network read
         self.pieces: list[tuple[bytes, float]] = []
+        #: the body pieces of the read being parsed (a chunked stream gives one per chunk)
+        self.read_pieces: list[bytes] = []
         self.t_read = 0.0
 
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -74,7 +78,7 @@ class _ResponseState:
         self.headers_done = True
 
     def on_body(self, body: bytes) -> None:
-        self.pieces.append((body, self.t_read))
+        self.read_pieces.append(body)
 
     def on_message_complete(self) -> None:
         # llhttp answers this only inside the callback; afterwards it says "no".
@@ -273,8 +277,8 @@ class HttpConnection:
             now = time.perf_counter()
             t = now
             for level, kind, cdata in ancdata:
-                if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(cdata) >= 16:
-                    sec, nsec = _TIMESPEC.unpack_from(cdata)
+                if kind == _SO_TIMESTAMPNS and level == _SOL_SOCKET and len(cdata) >= 16:
+                    sec, nsec = _unpack_timespec(cdata)
                     t_kernel = (sec * 1_000_000_000 + nsec - self._wall_minus_perf_ns) / 1e9
                     # A wall-clock step mid-request would put the stamp off the axis: keep `now`.
                     if t_kernel <= now:
@@ -292,6 +296,11 @@ class HttpConnection:
         except httptools.HttpParserError as exc:
             self.close()
             raise ProtocolError(f"invalid HTTP from the server ({exc})") from exc
+        read = state.read_pieces
+        if read:
+            # Everything one read delivered shares its stamp: hand it out as one piece.
+            state.pieces.append((read[0] if len(read) == 1 else b"".join(read), state.t_read))
+            read.clear()
 
     def _response_done(self, resp: HttpResponse) -> None:
         self._busy = False

@@ -170,8 +170,10 @@ class StreamTimer:
 def _classify(choice: dict[str, Any]) -> tuple[bool, bool, bool, bool]:
     """Return (is_token_event, has_visible_text, is_answer, is_reasoning) for one choice."""
     delta = choice.get("delta")
-    if isinstance(delta, dict):
+    if type(delta) is dict:
         content = delta.get("content")
+        if len(delta) == 1 and type(content) is str:  # the common chunk: answer text only
+            return True, bool(content), True, False
         reasoning_text = None
         for key in _REASONING_KEYS:
             value = delta.get(key)
