@@ -475,6 +475,8 @@ def _start_monitor(environment: Environment, ctx: RunContext, run_dir: Path) -> 
     interval = max(0.1, float(getattr(opts, "monitor_interval", 1.0) or 1.0))
     scrape = None if getattr(opts, "no_server_metrics", False) else environment.host
     gpu = str(getattr(opts, "gpu_monitor", "") or "")
+    for name in ("gpu.jsonl", "server.jsonl"):  # every run directory has both, empty when off
+        (run_dir / name).touch()
     if scrape or gpu:
         # GPU sampling and /metrics parsing run in their own process: in this one they would
         # stall the event loop that reads the streams (measured in monitors/_process.py).
