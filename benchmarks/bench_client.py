@@ -154,6 +154,9 @@ def bench_ttft(concurrency: int, rounds: int, ttft_ms: float, itl_ms: float, tok
         "--max-num-seqs",
         str(concurrency * 2),
     ) as emu:
+        if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
+            os.sched_setaffinity(emu._proc.pid, {1})  # emulator and client on different cores
+            os.sched_setaffinity(0, {0})
         req = CompletionRequest(
             "bench", messages=[{"role": "user", "content": "x"}], max_tokens=tokens, ignore_eos=True
         )
