@@ -21,7 +21,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,7 @@ __all__ = ["MonitorProcess", "run_collector"]
 log = logging.getLogger("tokenstorm.monitors")
 
 _KEY_ENV = "TOKENSTORM_MONITOR_API_KEY"
-_TAIL_BYTES = 65536
+_TAIL_BYTES = 16384
 
 
 class MonitorProcess:
@@ -114,8 +113,8 @@ def run_collector(run_dir: Path, *, target_url: str | None, gpu_monitor: str | N
     from ._nvml import NoGpuError
 
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    stop: list[bool] = []  # a plain flag: Event.set() from a signal handler can deadlock its wait()
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the load test decides when monitoring ends
     parent = os.getppid()
     local = None
@@ -133,10 +132,11 @@ def run_collector(run_dir: Path, *, target_url: str | None, gpu_monitor: str | N
     )
     next_t = time.monotonic()
     try:
-        while not stop.is_set() and os.getppid() == parent:
+        while not stop and os.getppid() == parent:
             monitor.poll()
             next_t += interval_s
-            stop.wait(max(0.0, next_t - time.monotonic()))
+            while not stop and time.monotonic() < next_t:
+                time.sleep(min(0.05, max(0.0, next_t - time.monotonic())))
         monitor.poll()  # one last sample at the end of the run
     finally:
         monitor.close()

@@ -56,7 +56,7 @@ def _wanted_lines(text: str) -> str:
     ``vllm:x_sum``...); the parser then sees a well-formed, smaller exposition.
     """
     keep = []
-    for line in text.splitlines():
+    for line in text.split("\n"):  # not splitlines(): label values may hold U+2028 and the like
         name = line[7:] if line.startswith(("# TYPE ", "# HELP ")) else line
         if name.startswith(_WANTED):
             keep.append(line)

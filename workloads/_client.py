@@ -231,7 +231,9 @@ class LlmClient:
         except (OSError, ProtocolError) as exc:
             _fill_from_timer(record, timer)
             if isinstance(exc, socket.timeout):
-                _fail(record, ErrorCategory.TIMEOUT, f"read timed out after {self._timeout_s:g} s")
+                # Reads have no socket timeout (the whole request has one): this is the connect.
+                _fail(record, ErrorCategory.CONNECT,
+                      f"no connection to {self._host}:{self._port} within {self._connect_timeout_s:g} s")  # fmt: skip
             elif resp is not None:
                 _fail(record, ErrorCategory.STREAM_DROPPED, f"connection lost mid-response ({_describe(exc)})")
             else:

@@ -5,7 +5,8 @@ pandas, the bundled corpora, a tokenizer. In a load generator that is an event-l
 during which no socket is read (seen: up to 57 ms), i.e. late reads, bunched events and
 inflated ITL. At test start everything that exists is moved to the permanent generation
 (``gc.freeze``), so the collections during the run only walk what the run itself creates.
-The pauses that remain are measured (``gc.callbacks``) and written to run.json.
+The pauses that remain are measured (``gc.callbacks``) and written to run.json — the local
+process's, or in a distributed run the master's (workers' pauses are not shipped yet).
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ class GcWatch:
         self._active = False
 
     def start(self) -> None:
-        """Collect once, freeze what survived, and start timing collections."""
+        """Collect once, freeze what survived, and start timing collections (counts start at 0)."""
+        self.collections = [0, 0, 0]
+        self.max_pause_s = self.total_pause_s = 0.0
         gc.collect()
         gc.freeze()
         if not self._active:

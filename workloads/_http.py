@@ -8,7 +8,9 @@ measured against vLLM: TTFT ~10x high, whole streams read "at once"). Here the c
 a plain gevent socket owned by one simulated user, the HTTP framing is parsed by ``httptools``
 (llhttp, the parser uvicorn uses — a public API, no private attributes), and each ``recv``
 is stamped once, right as it returns. On Linux plain TCP the stamp is the kernel's packet
-receive time (``SO_TIMESTAMPNS``), so a busy client's own scheduling is not added to it.
+receive time (``SO_TIMESTAMPNS``), so a busy client's own scheduling is not added to it. A read
+that drains several packets carries the stamp of the last one (TCP keeps one stamp per read),
+so the events in it still look simultaneous: reading promptly matters as much as stamping.
 
 Every body piece, including the bytes that arrived in the same read as the headers, carries
 the stamp of the read that delivered it, on one clock (``time.perf_counter``), and stamps
@@ -86,6 +88,11 @@ class _ResponseState:
         self.complete = True
 
 
+def _framed(headers: dict[str, str]) -> bool:
+    """Whether the body's end is marked in the message (length or chunks), not by closing."""
+    return "content-length" in headers or "chunked" in headers.get("transfer-encoding", "").lower()
+
+
 class HttpResponse:
     """A response whose headers have been read; its body is read with :meth:`body`."""
 
@@ -122,7 +129,9 @@ class HttpResponse:
         for piece, _t in self.body():
             out += piece
             if limit is not None and len(out) >= limit:
-                if not self.complete:
+                if self.complete:
+                    self._conn._response_done(self)  # keep the connection for the next request
+                else:
                     self._conn.close()
                 return bytes(out[:limit])
         return bytes(out)
@@ -236,7 +245,8 @@ class HttpConnection:
         if reused and not self._alive():
             self.close()
             reused = False
-        head = [f"{method} {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\n"]
+        host = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 literal
+        head = [f"{method} {path} HTTP/1.1\r\nHost: {host}:{self.port}\r\n"]
         head.extend(f"{k}: {v}\r\n" for k, v in headers.items())
         if body or method in ("POST", "PUT", "PATCH"):
             head.append(f"Content-Length: {len(body)}\r\n")
@@ -288,6 +298,11 @@ class HttpConnection:
             t = time.perf_counter()
         if not data:
             self.close()
+            if state.headers_done and not state.complete and not _framed(state.headers):
+                # No Content-Length and not chunked (HTTP/1.0, some proxies): the body ends
+                # when the server closes the connection — a complete response, not a drop.
+                state.complete = True
+                return
             raise ConnectionResetError("connection closed by the server")
         # One clock per response: stamps never go backwards, even across the kernel/now fallback.
         state.t_read = t if t > state.t_read else state.t_read

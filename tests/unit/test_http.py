@@ -242,3 +242,26 @@ def test_pinned_parser_still_has_the_callbacks_relied_on() -> None:
     parser.feed_data(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
     assert parser.get_status_code() == 200
     assert seen == ["header", "headers_complete", "body", "complete keep_alive=True"], sys.modules["httptools"]
+
+
+def test_body_ended_by_closing_the_connection_is_complete_not_dropped(serve) -> None:  # type: ignore[no-untyped-def]
+    def script(conn: socket.socket, _n: int) -> None:  # HTTP/1.0 style, as some proxies answer
+        conn.sendall(b"HTTP/1.0 502 Bad Gateway\r\nContent-Type: text/html\r\n\r\n<h1>upstream down</h1>")
+        conn.shutdown(socket.SHUT_RDWR)
+        raise OSError("closed")
+
+    server = serve(script)
+    with HttpConnection("127.0.0.1", server.port) as conn:
+        resp = conn.request("POST", "/", {}, b"{}")
+        assert resp.status == 502 and resp.read() == b"<h1>upstream down</h1>" and resp.complete
+
+
+def test_reading_an_error_body_up_to_a_limit_keeps_the_connection(serve) -> None:  # type: ignore[no-untyped-def]
+    def script(conn: socket.socket, _n: int) -> None:
+        conn.sendall(b"HTTP/1.1 429 Too Many Requests\r\nContent-Length: 4\r\n\r\nslow")
+
+    server = serve(script)
+    with HttpConnection("127.0.0.1", server.port) as conn:
+        for _ in range(2):
+            assert conn.request("POST", "/", {}, b"{}").read(limit=4) == b"slow"
+        assert conn.connects == 1
