@@ -48,7 +48,9 @@ def test_headless_chat_run_against_real_vllm(vllm_server: str, locust_runner) ->
     # The server's own counters agree with the records (every request made is recorded).
     generated = after["vllm:generation_tokens_total"] - before["vllm:generation_tokens_total"]
     finished = after["vllm:request_success_total"] - before["vllm:request_success_total"]
-    assert finished == len(records)
+    # The run's end may cut a stream the server had just finished (its success counted, our
+    # record "cancelled" before [DONE] was read): never fewer successes than records.
+    assert len(records) <= finished <= len(records) + len(cancelled)
     completed_tokens = sum(r["output_tokens"] for r in records)
     assert completed_tokens <= generated <= completed_tokens + 24 * len(cancelled)
     prefilled = after["vllm:prompt_tokens_total"] - before["vllm:prompt_tokens_total"]
