@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from typing import IO
 
@@ -25,8 +26,11 @@ class EmulatorProcess:
         env = dict(os.environ)
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+        # stderr goes to a file, not a pipe: nobody reads a pipe after start-up, and a full one
+        # (64 KB of warnings) would block the emulator's event loop on its next log line.
+        self._log = tempfile.TemporaryFile(mode="w+", prefix="tokenstorm-emulator-")  # noqa: SIM115 (closed in stop)
         self._proc = subprocess.Popen(
-            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, env=env
         )
         self.url = self._wait_ready(startup_timeout_s)
 
@@ -39,7 +43,8 @@ class EmulatorProcess:
             if line.startswith(_READY_PREFIX):
                 return line[len(_READY_PREFIX) :].strip()
             if not line and self._proc.poll() is not None:
-                err = self._proc.stderr.read() if self._proc.stderr else ""
+                self._log.seek(0)
+                err = self._log.read()
                 raise RuntimeError(f"emulator exited with {self._proc.returncode}: {err.strip()[-500:]}")
         self.stop()
         raise RuntimeError(f"emulator did not start within {timeout_s:g} s")
@@ -56,6 +61,7 @@ class EmulatorProcess:
         for stream in (self._proc.stdin, self._proc.stdout, self._proc.stderr):
             if stream is not None:
                 stream.close()
+        self._log.close()
 
     def __enter__(self) -> EmulatorProcess:
         return self

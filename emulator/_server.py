@@ -293,6 +293,12 @@ class EmulatorServer:
             if cfg.jitter_s and i > 0:
                 deadline += self._rng.uniform(-cfg.jitter_s, cfg.jitter_s)
             await _sleep_until(deadline)
+            if writer.transport.is_closing():
+                # The client went away (a run stopped mid-stream): stop generating, as vLLM
+                # aborts a request whose client disconnected. Writing on would only make asyncio
+                # log a warning per write.
+                self._kv_tokens -= sent_tokens
+                return False, sent_tokens
             if fault is not None and i == fault_at:
                 if fault == "drop":
                     writer.transport.abort()
