@@ -117,6 +117,11 @@ class LlmClient:
         return self._conn
 
     @property
+    def worker_id(self) -> str:
+        """The load-generator process its records name (``local`` outside distributed runs)."""
+        return self._worker_id
+
+    @property
     def connects(self) -> int:
         """TCP connections opened so far (keep-alive: one per user unless the server closes it)."""
         return self._conn.connects if self._conn is not None else 0

@@ -68,19 +68,9 @@ class LlmUser(User):
 
     def on_start(self) -> None:
         """Open this user's connection and make sure the model is known."""
-        opts = self.environment.parsed_options
         ctx = context(self.environment)
-        runner = self.environment.runner
-        worker_id = str(runner.client_id) if isinstance(runner, WorkerRunner) else "local"
-        ctx.worker_id = worker_id
-        self.llm = LlmClient(
-            self.host or "",
-            api_key=getattr(opts, "api_key", None) or None,
-            timeout_s=float(getattr(opts, "request_timeout", 600.0)),
-            continuous_usage=not getattr(opts, "no_continuous_usage", False),
-            user_id=id(self) & 0xFFFFFFFF,
-            worker_id=worker_id,
-        )
+        self.llm = run_client(self.environment, self.host or "", user_id=id(self) & 0xFFFFFFFF)
+        ctx.worker_id = self.llm.worker_id
         self.model: str | None = None
         if ctx.problem:
             return  # already reported once; send() stops this user quietly
@@ -99,21 +89,7 @@ class LlmUser(User):
 
     def apply_options(self, req: CompletionRequest) -> CompletionRequest:
         """Apply the run's command-line overrides to ``req``."""
-        opts = self.environment.parsed_options
-        max_tokens = getattr(opts, "max_tokens", None)
-        if max_tokens:
-            req.max_tokens = int(max_tokens)
-        elif req.max_tokens is None:
-            req.max_tokens = self.default_max_tokens
-        if getattr(opts, "ignore_eos", False):
-            req.ignore_eos = True
-        temperature = getattr(opts, "temperature", None)
-        if temperature is not None and temperature != "":
-            req.temperature = float(temperature)
-        extra = _extra_body(opts)
-        if extra:
-            req.extra_body = {**extra, **req.extra_body}
-        return req
+        return apply_run_options(self.environment.parsed_options, req, self.default_max_tokens)
 
     def send(self, req: CompletionRequest) -> RequestRecord:
         """Send one request, record it, and report it to Locust's live stats."""
@@ -125,6 +101,39 @@ class LlmUser(User):
             raise gevent.GreenletExit()  # finish stopping; Locust does not count it either
         _fire_stats(self.environment, record)
         return record
+
+
+def run_client(environment: Environment, host: str, user_id: int = 0) -> LlmClient:
+    """An :class:`LlmClient` set up from the run's options — the one way every kind of user gets one."""
+    opts = environment.parsed_options
+    runner = environment.runner
+    return LlmClient(
+        host,
+        api_key=getattr(opts, "api_key", None) or None,
+        timeout_s=float(getattr(opts, "request_timeout", 600.0)),
+        continuous_usage=not getattr(opts, "no_continuous_usage", False),
+        user_id=user_id,
+        worker_id=str(runner.client_id) if isinstance(runner, WorkerRunner) else "local",
+    )
+
+
+def apply_run_options(opts: Any, req: CompletionRequest, default_max_tokens: int = 128) -> CompletionRequest:
+    """The run's command-line overrides (``--max-tokens``, ``--ignore-eos``, ``--temperature``,
+    ``--extra-body``) applied to ``req`` — for closed-loop and open-loop users alike."""
+    max_tokens = getattr(opts, "max_tokens", None)
+    if max_tokens:
+        req.max_tokens = int(max_tokens)
+    elif req.max_tokens is None:
+        req.max_tokens = default_max_tokens
+    if getattr(opts, "ignore_eos", False):
+        req.ignore_eos = True
+    temperature = getattr(opts, "temperature", None)
+    if temperature is not None and temperature != "":
+        req.temperature = float(temperature)
+    extra = _extra_body(opts)
+    if extra:
+        req.extra_body = {**extra, **req.extra_body}
+    return req
 
 
 def _fire_stats(environment: Environment, record: RequestRecord) -> None:

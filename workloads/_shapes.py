@@ -27,7 +27,7 @@ from locust import LoadTestShape, User, task
 from locust.runners import WorkerRunner
 
 from ._client import LlmClient
-from ._locust import _fire_stats, _resolve_model, context
+from ._locust import _fire_stats, _resolve_model, apply_run_options, context, run_client
 from ._records import ErrorCategory
 
 __all__ = ["CapacitySearchShape", "OpenLoopUser", "StepShape", "parse_steps"]
@@ -183,9 +183,7 @@ class OpenLoopUser(User):
         self.idle.append(probe)
 
     def _client(self) -> LlmClient:
-        opts = self.environment.parsed_options
-        return LlmClient(self.host or "", api_key=getattr(opts, "api_key", None) or None,
-                         timeout_s=float(getattr(opts, "request_timeout", 600.0)))  # fmt: skip
+        return run_client(self.environment, self.host or "")
 
     @task
     def dispatch(self) -> None:
@@ -218,7 +216,7 @@ class OpenLoopUser(User):
     def _send(self, req: Any, scheduled: float) -> None:
         client = self.idle.pop() if self.idle else self._client()
         lag = time.perf_counter() - scheduled
-        record = client.complete(req, self.model)
+        record = client.complete(apply_run_options(self.environment.parsed_options, req), self.model)
         record.send_lag_s = max(0.0, lag)
         self.ctx.emit(record)
         if record.error_category != ErrorCategory.CANCELLED:

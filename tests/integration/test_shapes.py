@@ -21,6 +21,10 @@ def test_open_loop_sends_at_its_rate_against_a_slow_server(locust_runner) -> Non
     lags = [r["send_lag_s"] for r in records]
     assert all(lag is not None for lag in lags) and float(np.percentile(lags, 99)) < 0.05
     assert {r["workload"] for r in records} == {"contract", "code", "chat"}
+    # The run's options reach open-loop requests too (they once built their own client and
+    # skipped them): every request asked for --max-tokens 10, and the emulator answered 10.
+    assert {r["requested_max_tokens"] for r in records} == {10}
+    assert {r["output_tokens"] for r in records if r["ok"]} <= set(range(1, 11))
 
 
 def test_capacity_search_finds_the_emulators_saturation_point(locust_runner, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
