@@ -47,7 +47,7 @@ def test_client_matches_the_emulators_ground_truth_per_request() -> None:
         )
         # The first request also pays for the TCP connect; keep-alive requests after it do not.
         client.complete(CompletionRequest("chat", messages=[], max_tokens=2), "m")
-        records = [client.complete(request, "m") for _ in range(5)]
+        records = [client.complete(request, "m") for _ in range(9)]
         client.close()
         truth = {t["request_id"]: t for t in json.load(urllib.request.urlopen(f"{emu.url}/emulator/truth"))}
     ttft_err, itl_err = [], []
