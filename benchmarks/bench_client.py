@@ -118,9 +118,9 @@ def bench_events(users: int, tokens: int, seconds: float, pace_s: float | None =
 
     real_read = HttpConnection._read_into
 
-    def counting_read(self: HttpConnection, parser: object, state: object) -> None:
+    def counting_read(self: HttpConnection, state: object) -> None:
         reads["n"] += 1
-        real_read(self, parser, state)  # type: ignore[arg-type]
+        real_read(self, state)  # type: ignore[arg-type]
 
     HttpConnection._read_into = counting_read  # type: ignore[method-assign]
     ru0 = resource.getrusage(resource.RUSAGE_SELF)

@@ -96,13 +96,10 @@ def _framed(headers: dict[str, str]) -> bool:
 class HttpResponse:
     """A response whose headers have been read; its body is read with :meth:`body`."""
 
-    def __init__(self, conn: HttpConnection, parser: Any, state: _ResponseState, reused: bool) -> None:
+    def __init__(self, conn: HttpConnection, state: _ResponseState) -> None:
         self._conn = conn
-        self._parser = parser
         self._state = state
-        #: whether the request went out on a connection kept alive from an earlier one
-        self.reused = reused
-        self.status: int = parser.get_status_code()
+        self.status: int = state.parser.get_status_code()
         self.headers = state.headers
 
     @property
@@ -121,7 +118,7 @@ class HttpResponse:
             if state.complete:
                 self._conn._response_done(self)
                 return
-            self._conn._read_into(self._parser, state)
+            self._conn._read_into(state)
 
     def read(self, limit: int | None = None) -> bytes:
         """The whole body (or its first ``limit`` bytes; the connection is then closed if more was left)."""
@@ -265,19 +262,19 @@ class HttpConnection:
         self._wall_minus_perf_ns = time.time_ns() - time.perf_counter_ns()
         state = _ResponseState()
         state.t_read = t_floor
-        parser = state.parser = httptools.HttpResponseParser(state)
+        state.parser = httptools.HttpResponseParser(state)
         try:
             self._sock.sendall(raw)
-            self._read_into(parser, state)
+            self._read_into(state)
         except ConnectionError as exc:
             if reused:
                 raise _NothingBack() from exc
             raise
         while not state.headers_done:
-            self._read_into(parser, state)
-        return HttpResponse(self, parser, state, reused)
+            self._read_into(state)
+        return HttpResponse(self, state)
 
-    def _read_into(self, parser: Any, state: _ResponseState) -> None:
+    def _read_into(self, state: _ResponseState) -> None:
         """One read from the socket, stamped, fed to the parser."""
         sock = self._sock
         if sock is None:
@@ -307,7 +304,7 @@ class HttpConnection:
         # One clock per response: stamps never go backwards, even across the kernel/now fallback.
         state.t_read = t if t > state.t_read else state.t_read
         try:
-            parser.feed_data(data)
+            state.parser.feed_data(data)
         except httptools.HttpParserError as exc:
             self.close()
             raise ProtocolError(f"invalid HTTP from the server ({exc})") from exc

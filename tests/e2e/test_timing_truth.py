@@ -23,33 +23,21 @@ from __future__ import annotations
 import json
 import random
 import statistics
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from .conftest import scrape
+
 pytestmark = pytest.mark.e2e
 
-_HIST = ("vllm:time_to_first_token_seconds", "vllm:request_time_per_output_token_seconds")
 _PROSE = (
     "the supplier shall deliver goods within thirty days of the order date and the buyer may terminate "
     "this agreement by written notice if any party breaches its duties of confidentiality or payment"
 )
 _WORDS = _PROSE.split()
 MAX_TOKENS = 64
-
-
-def _histogram_totals(url: str) -> dict[str, float]:
-    from prometheus_client.parser import text_string_to_metric_families
-
-    text = urllib.request.urlopen(f"{url}/metrics", timeout=10).read().decode()
-    totals = {f"{h}{s}": 0.0 for h in _HIST for s in ("_sum", "_count")}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name in totals:
-                totals[sample.name] += sample.value
-    return totals
 
 
 def _server_mean(before: dict[str, float], after: dict[str, float], name: str) -> float:
@@ -101,9 +89,9 @@ def _check_stream_reading(records: list[dict[str, Any]], run: Any) -> list[dict[
 
 
 def test_records_agree_with_vllms_own_metrics(vllm_server: str, sharegpt_file: Path, locust_runner) -> None:  # type: ignore[no-untyped-def]
-    before = _histogram_totals(vllm_server)
+    before = scrape(vllm_server)
     records, run = _chat_run(locust_runner, vllm_server, sharegpt_file)
-    after = _histogram_totals(vllm_server)
+    after = scrape(vllm_server)
     done = _check_stream_reading(records, run)
     # The monitor really scraped /metrics during the run (it is what used to stall the reads).
     server_rows = (run.run_dir / "server.jsonl").read_text().splitlines()

@@ -38,6 +38,8 @@ def test_headless_run_without_host_records_every_request(locust_runner) -> None:
         assert rec["output_tokens"] > 0 and rec["prompt_tokens"] > 0
     meta = run.run_json()
     assert meta["simulated"] is True and meta["model"] == "tokenstorm-emulated"
+    # GC pauses during the run are measured (README: "the pauses left are in run.json").
+    assert len(meta["gc"]["collections"]) == 3 and meta["gc"]["max_pause_ms"] >= 0
     assert meta["records"] == len(everything)
     # The API key is a secret: nowhere in what the run left behind, nor in its console.
     for path in run.run_dir.iterdir():  # type: ignore[union-attr]

@@ -184,3 +184,17 @@ def test_rebuild_with_another_slo_file_changes_the_verdict(tmp_path: Path) -> No
     strict_run = build("--slo", str(strict))
     assert strict_run.returncode == 1 and "chat ttft_ms p95" in strict_run.stdout
     assert json.loads((run_dir / "summary.json").read_text())["verdict"] == "failed"
+
+
+def test_records_breaking_the_timing_invariant_are_counted_and_bannered(tmp_path: Path) -> None:
+    records = [request(i, 100) for i in range(5)]
+    records[2]["timing_violation"] = "ttft_s 0.100000 > e2e_s 0.090000"
+    run_dir = make_run_dir(tmp_path / "run", records)
+    build_report(run_dir)
+    assert json.loads((run_dir / "summary.json").read_text())["timing_violations"] == 1
+    html = (run_dir / "report.html").read_text()
+    assert 'id="timing-violations"' in html and "1 record(s) break the timing invariant" in html
+    clean = make_run_dir(tmp_path / "clean", [request(i, 100) for i in range(5)])
+    build_report(clean)
+    assert json.loads((clean / "summary.json").read_text())["timing_violations"] == 0
+    assert 'id="timing-violations"' not in (clean / "report.html").read_text()

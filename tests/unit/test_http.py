@@ -117,8 +117,10 @@ def test_body_read_with_the_headers_is_on_the_same_clock_as_later_reads(serve) -
         assert stamps[-1] <= time.perf_counter()
 
 
-@pytest.mark.skipif(not kernel_timestamps_supported(), reason="kernel receive stamps (SO_TIMESTAMPNS) are Linux-only")
 def test_a_busy_client_still_gets_the_arrival_time_from_the_kernel(serve) -> None:  # type: ignore[no-untyped-def]
+    """On Linux the stamp is the packet's arrival; elsewhere (no SO_TIMESTAMPNS) it is, as
+    documented, the time of the read — checked too, so the test runs on every platform."""
+
     def script(conn: socket.socket, _n: int) -> None:
         conn.sendall(HEAD)
         time.sleep(0.050)
@@ -128,11 +130,14 @@ def test_a_busy_client_still_gets_the_arrival_time_from_the_kernel(serve) -> Non
     with HttpConnection("127.0.0.1", server.port) as conn:
         resp = conn.request("POST", "/", {}, b"{}")
         t_headers = time.perf_counter()
-        assert conn.kernel_timestamps, "SO_TIMESTAMPNS was not accepted: event times would be read times"
+        assert conn.kernel_timestamps == kernel_timestamps_supported(), "SO_TIMESTAMPNS was not accepted"
         time.sleep(0.250)  # the load generator is busy (blocked loop): the bytes wait in the kernel
         t_read_start = time.perf_counter()
         (piece, t), *_ = list(resp.body())
         assert piece == b"data: late\n\n"
+        if not kernel_timestamps_supported():
+            assert t >= t_read_start  # the documented fallback: stamped when read
+            return
         # Stamped ~50 ms after the headers (when it arrived), not >= 250 ms (when it was read).
         assert t < t_read_start - 0.150, "reads are stamped when read: the kernel receive stamp was lost"
         assert t - t_headers == pytest.approx(0.050, abs=0.030)

@@ -38,3 +38,13 @@ def test_reader_ignores_fields_from_a_newer_writer(tmp_path: Path) -> None:
     )
     (rec,) = read_records(path)
     assert rec.workload == "w" and rec.stream is False
+
+
+def test_a_record_breaking_the_one_clock_invariant_says_how() -> None:
+    base = {"workload": "chat", "endpoint": "/v1/chat/completions", "model": "m", "stream": True,
+            "start_epoch_s": 1.0, "ttfc_s": 0.09, "ttft_s": 0.10, "e2e_s": 0.50, "done_s": 0.51}  # fmt: skip
+    assert RequestRecord(**base, itl_gaps_s=[0.2, 0.2]).check_timing() is None
+    # The bug issue #9 found: bytes read with the headers on another clock than later reads.
+    bad = RequestRecord(**{**base, "ttft_s": 0.0979, "e2e_s": 0.0961, "done_s": 0.0962})
+    assert bad.check_timing() == "ttft_s 0.097900 > e2e_s 0.096100"
+    assert RequestRecord(**base, itl_gaps_s=[0.2, -0.001]).check_timing() == "negative ITL gap"
