@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import gevent
 
 from emulator import EmulatorProcess
-from workloads import CompletionRequest, LlmClient
+from workloads.client import CompletionRequest, LlmClient
 
 
 def _blast_server(port_q: multiprocessing.Queue, tokens: int, pace_s: float | None = None) -> None:  # type: ignore[type-arg]
@@ -114,7 +114,7 @@ def bench_events(users: int, tokens: int, seconds: float, pace_s: float | None =
         client.close()
 
     reads = {"n": 0}
-    from workloads._http import HttpConnection
+    from workloads.client.http import HttpConnection
 
     real_read = HttpConnection._read_into
 

@@ -37,7 +37,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from workloads import RequestRecord  # noqa: E402 (a script run from anywhere)
+from workloads.rundir import RequestRecord  # noqa: E402 (a script run from anywhere)
 
 HISTOGRAMS = {
     "ttft": "vllm:time_to_first_token_seconds",

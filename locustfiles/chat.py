@@ -4,9 +4,7 @@ locust -f locustfiles/chat.py                  # web UI; no --host: built-in emu
 locust -f locustfiles/chat.py --headless -u 10 -r 2 -t 5m --host http://gpu:8000 --slo slo.yaml
 """
 
-import _path  # noqa: F401  (tokenstorm from this checkout)
-
-from workloads.locust_plugin import ChatUser, install
+from workloads.plugin import ChatUser, install
 
 install()
 

@@ -4,9 +4,7 @@ locust -f locustfiles/contract.py                  # web UI; no --host: built-in
 locust -f locustfiles/contract.py --headless -u 10 -r 2 -t 5m --host http://gpu:8000 --slo slo.yaml
 """
 
-import _path  # noqa: F401  (tokenstorm from this checkout)
-
-from workloads.locust_plugin import ContractUser, install
+from workloads.plugin import ContractUser, install
 
 install()
 

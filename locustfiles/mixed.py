@@ -1,17 +1,20 @@
 """Mixed production traffic: contract analysis, code completion and chat together.
 
     locust -f locustfiles/mixed.py               # web UI; no --host: built-in emulator (SIMULATED)
-    locust -f locustfiles/mixed.py --headless -u 64 -r 4 -t 10m --host http://gpu:8000 --slo slo.yaml
+    locust -f locustfiles/mixed.py --headless -u 64 -r 4 -t 10m \
+        --host http://gpu:8000 --slo slo.yaml
 
-Default weights contract=1, code=3, chat=2; change them with --weights contract=1,code=1,chat=4,
-$TOKENSTORM_WEIGHTS, a workload file (--workload-file) or the web UI's class picker
-(--class-picker). Each workload keeps its own rows in the stats and its own SLO name.
+Every traffic model in workloads/traffic/models/; default weights contract=1, code=3, chat=2;
+change them with --weights contract=1,code=1,chat=4, $TOKENSTORM_WEIGHTS, a workload file
+(--workload-file) or the web UI's class picker (--class-picker). Each workload keeps its own
+rows in the stats and its own SLO name.
 """
 
-import _path  # noqa: F401  (tokenstorm from this checkout)
-
-from workloads.locust_plugin import ChatUser, CodeUser, ContractUser, install
+from workloads.plugin import install, user_classes
 
 install()
 
-__all__ = ["ChatUser", "CodeUser", "ContractUser"]
+# ContractUser, CodeUser, ChatUser — and a user class for any traffic model added to
+# workloads/traffic/models/.
+globals().update(user_classes())
+__all__ = list(user_classes())

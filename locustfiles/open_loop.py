@@ -8,10 +8,7 @@ says how late the client sent it against its schedule (coordinated omission made
 Distributed runs: --arrival-rate is per worker process.
 """
 
-import _path  # noqa: F401  (tokenstorm from this checkout)
-
-from workloads.locust_plugin import install
-from workloads.shapes import OpenLoopUser
+from workloads.plugin import OpenLoopUser, install
 
 install()
 

@@ -8,8 +8,6 @@ error rate), stops at the first step that breaks and writes RUN_DIR/capacity.jso
 highest load that held.
 """
 
-import _path  # noqa: F401  (tokenstorm from this checkout)
-
-from workloads.shapes import CapacitySearchShape
+from workloads.plugin import CapacitySearchShape
 
 __all__ = ["CapacitySearchShape"]

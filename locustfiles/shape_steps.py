@@ -3,8 +3,6 @@
 locust -f locustfiles/mixed.py,locustfiles/shape_steps.py --headless --steps 8x60,16x60,32x120
 """
 
-import _path  # noqa: F401  (tokenstorm from this checkout)
-
-from workloads.shapes import StepShape
+from workloads.plugin import StepShape
 
 __all__ = ["StepShape"]

@@ -1,10 +1,11 @@
 """GPU sampler (NVML, nvidia-smi fallback), vLLM /metrics scraper and the sidecar CLI."""
 
+from workloads.rundir.samples import MONITOR_SCHEMA_VERSION, GpuSample, MonitorGap, ServerSample, to_line
+
 from ._collector import RunMonitor
 from ._gpu import open_gpu_sampler
 from ._nvml import NoGpuError, NvmlSampler
 from ._process import MonitorProcess
-from ._samples import MONITOR_SCHEMA_VERSION, GpuSample, MonitorGap, ServerSample, to_line
 from ._sidecar import GpuSampler, Sidecar
 from ._smi import SMI_FIELDS, SmiSampler, parse_smi_csv
 from ._vllm_metrics import MetricsUnavailable, ServerMetricsScraper, parse_vllm_metrics

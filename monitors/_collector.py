@@ -17,7 +17,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any
 
-from ._samples import MonitorGap, to_line
+from workloads.rundir.samples import MonitorGap, to_line
+
 from ._sidecar import GpuSampler
 from ._vllm_metrics import MetricsUnavailable, ServerMetricsScraper
 

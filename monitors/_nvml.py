@@ -14,7 +14,7 @@ import time
 from types import ModuleType
 from typing import Any
 
-from ._samples import GpuSample
+from workloads.rundir.samples import GpuSample
 
 __all__ = ["NoGpuError", "NvmlSampler"]
 

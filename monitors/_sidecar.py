@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
-from ._samples import GpuSample, to_line
+from workloads.rundir.samples import GpuSample, to_line
 
 __all__ = ["GpuSampler", "Sidecar"]
 

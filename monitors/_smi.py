@@ -8,8 +8,9 @@ import subprocess
 import time
 from collections.abc import Callable
 
+from workloads.rundir.samples import GpuSample
+
 from ._nvml import NoGpuError
-from ._samples import GpuSample
 
 __all__ = ["SMI_FIELDS", "SmiSampler", "parse_smi_csv"]
 

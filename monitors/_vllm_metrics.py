@@ -14,7 +14,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from ._samples import ServerSample
+from workloads.rundir.samples import ServerSample
 
 __all__ = ["MetricsUnavailable", "ServerMetricsScraper", "parse_vllm_metrics"]
 

@@ -2,8 +2,17 @@
 
 from ._build import EXIT_CODES, BuildResult, build_report, spec_for_run
 from ._compare import Comparison, compare_runs
-from ._rundir import RunData, load_run
-from ._slo import DEFAULT_SLO_TEXT, SloResult, SloSpec, SloSpecError, SloTarget, evaluate, load_slo_spec
+from ._rundir import RunData, load_run, run_from_records
+from ._slo import (
+    DEFAULT_SLO_TEXT,
+    SloResult,
+    SloSpec,
+    SloSpecError,
+    SloTarget,
+    evaluate,
+    load_slo_spec,
+    per_request_spec,
+)
 from ._summary import RunSummary, summarize
 
 __all__ = [
@@ -22,6 +31,8 @@ __all__ = [
     "evaluate",
     "load_run",
     "load_slo_spec",
+    "per_request_spec",
+    "run_from_records",
     "spec_for_run",
     "summarize",
 ]

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
+
+from workloads.rundir import EXIT_CODES, JUNIT_FILE, REPORT_FILE, read_run_meta, write_summary
 
 from ._html import render_report
 from ._junit import junit_xml
@@ -13,9 +14,6 @@ from ._slo import SloSpec, load_slo_spec
 from ._summary import RunSummary, summarize
 
 __all__ = ["EXIT_CODES", "BuildResult", "build_report", "spec_for_run"]
-
-#: Exit codes of a headless run (and of ``python -m reports build``).
-EXIT_CODES = {"passed": 0, "failed": 1, "run_failed": 3}
 
 
 @dataclass
@@ -37,14 +35,11 @@ def spec_for_run(run_dir: Path, override: Path | None = None) -> SloSpec:
     """The SLO spec to judge ``run_dir`` by: ``override``, else the one the run used."""
     if override is not None:
         return load_slo_spec(override)
-    meta_path = run_dir / "run.json"
-    if meta_path.exists():
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        text = meta.get("slo_spec_text")
-        if text:
-            spec = load_slo_spec(text=text)
-            spec.source = meta.get("slo_spec_source") or spec.source
-            return spec
+    meta = read_run_meta(run_dir)
+    if meta is not None and meta.slo_spec_text:
+        spec = load_slo_spec(text=meta.slo_spec_text)
+        spec.source = meta.slo_spec_source or spec.source
+        return spec
     return load_slo_spec()
 
 
@@ -52,14 +47,13 @@ def build_report(run_dir: Path, spec: SloSpec | None = None, run_failed_error_ra
     """Write the three outputs into ``run_dir``."""
     run = load_run(run_dir)
     spec = spec or spec_for_run(run_dir)
-    limit = float(run.meta.get("options", {}).get("run_fail_error_rate") or run_failed_error_rate)
+    limit = float(run.meta.option("run_fail_error_rate", run_failed_error_rate))
     summary = summarize(run, spec, run_failed_error_rate=limit)
-    report = run_dir / "report.html"
-    tmp = run_dir / "report.html.tmp"
+    report = run_dir / REPORT_FILE
+    tmp = run_dir / (REPORT_FILE + ".tmp")
     tmp.write_text(render_report(run, spec, summary), encoding="utf-8")
     tmp.replace(report)
-    junit = run_dir / "junit.xml"
+    junit = run_dir / JUNIT_FILE
     junit.write_text(junit_xml(summary), encoding="utf-8")
-    summary_json = run_dir / "summary.json"
-    summary_json.write_text(json.dumps(summary.to_json(run), indent=2, default=str), encoding="utf-8")
+    summary_json = write_summary(run_dir, summary.to_json(run))
     return BuildResult(summary, report, junit, summary_json)

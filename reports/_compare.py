@@ -8,10 +8,11 @@ throughput that fell, by more than ``threshold_pct`` is a regression.
 from __future__ import annotations
 
 import html
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from workloads.rundir import read_summary
 
 __all__ = ["COMPARED_METRICS", "Comparison", "compare_runs"]
 
@@ -90,12 +91,13 @@ class Comparison:
 
 
 def _summary(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / "summary.json"
-    if not path.exists():
+    summary = read_summary(run_dir)
+    if summary is None:
         from ._build import build_report
 
         build_report(run_dir)
-    return dict(json.loads(path.read_text(encoding="utf-8")))
+        summary = read_summary(run_dir)
+    return summary or {}
 
 
 def compare_runs(run_dirs: list[Path], baseline: int = 0, threshold_pct: float = 10.0) -> Comparison:

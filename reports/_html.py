@@ -39,18 +39,18 @@ def render_report(run: RunData, spec: SloSpec, summary: RunSummary) -> str:
     """The report as one HTML string."""
     meta = run.meta
     mask = judged_mask(run, spec)
-    t0 = meta.get("started_epoch_s") or (float(run.requests["start_epoch_s"].min()) if len(run.requests) else 0.0)
+    t0 = meta.started_epoch_s or (float(run.requests["start_epoch_s"].min()) if len(run.requests) else 0.0)
     ts_png, panels = timeseries_png(run, t0, mask)
-    options = {k: v for k, v in (meta.get("options") or {}).items() if v not in (None, "", False, [])}
+    options = {k: v for k, v in meta.options.items() if v not in (None, "", False, [])}
     metadata = [
-        ("target", meta.get("target")),
-        ("model", meta.get("model")),
-        ("simulated", "yes — built-in emulator" if meta.get("simulated") else "no"),
+        ("target", meta.target),
+        ("model", meta.model),
+        ("simulated", "yes — built-in emulator" if meta.simulated else "no"),
         ("started (UTC)", time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t0)) if t0 else "—"),
-        ("status", meta.get("status")),
-        ("workers", ", ".join(meta.get("workers_seen") or []) or "—"),
-        ("records", meta.get("records", len(run.requests))),
-        ("versions", json.dumps(meta.get("versions", {}), sort_keys=True)),
+        ("status", meta.status),
+        ("workers", ", ".join(meta.workers_seen) or "—"),
+        ("records", meta.records or len(run.requests)),
+        ("versions", json.dumps(meta.versions, sort_keys=True)),
         ("options", json.dumps(options, sort_keys=True, default=str)),
         ("run directory", str(run.path)),
     ]
@@ -66,12 +66,12 @@ def render_report(run: RunData, spec: SloSpec, summary: RunSummary) -> str:
 
     workers_lost = [
         {"id": wid, "last": clock(info.get("last_heard_epoch_s")), "detected": clock(info.get("detected_epoch_s"))}
-        for wid, info in (meta.get("workers_lost") or {}).items()
+        for wid, info in meta.workers_lost.items()
     ]
     throughput_rows = [("all workloads", summary.overall), *summary.per_workload.items()]
     return _ENV.get_template("report.html.j2").render(
-        title=f"{meta.get('model') or '?'} @ {meta.get('target') or '?'} — {run.path.name}",
-        simulated=bool(meta.get("simulated")),
+        title=f"{meta.model or '?'} @ {meta.target or '?'} — {run.path.name}",
+        simulated=bool(meta.simulated),
         summary=summary,
         spec_source=spec.source,
         warmup_s=spec.warmup_s,
@@ -86,7 +86,7 @@ def render_report(run: RunData, spec: SloSpec, summary: RunSummary) -> str:
         metadata=metadata,
         gaps=gaps,
         workers_lost=workers_lost,
-        client_bound=list(meta.get("client_bound") or []),
+        client_bound=list(meta.client_bound),
         timing_violations=timing_violations(run),
         num=_num,
         pct=_pct,

@@ -15,6 +15,8 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from workloads.rundir import CLIENT_BOUND_CPU_PCT
+
 from ._rundir import RunData
 
 __all__ = ["distribution_png", "timeseries_png"]
@@ -59,21 +61,21 @@ def timeseries_png(run: RunData, t0: float, mask: np.ndarray) -> tuple[str, list
     mids = (edges[:-1] + edges[1:]) / 2
     panels: list[tuple[str, Any]] = []
 
-    if not run.load.empty and "users" in run.load.columns:
-        panels.append(("Users", lambda ax: ax.step(run.load["epoch_s"] - t0, run.load["users"], where="post")))
-    if not run.load.empty and "cpu" in run.load.columns:
+    if run.load:
+        load_t = [s.epoch_s - t0 for s in run.load]
+        panels.append(("Users", lambda ax: ax.step(load_t, [s.users for s in run.load], where="post")))
 
         def cpu(ax: Axes) -> None:
             series: dict[str, list[tuple[float, float]]] = {}
-            for t, row in zip(run.load["epoch_s"], run.load["cpu"], strict=True):
-                for worker, pct in (row or {}).items() if isinstance(row, dict) else ():
-                    series.setdefault(str(worker), []).append((float(t) - t0, float(pct)))
+            for sample in run.load:
+                for worker, pct in sample.cpu.items():
+                    series.setdefault(worker, []).append((sample.epoch_s - t0, pct))
             for worker, pts in sorted(series.items()):
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], label=worker[:12])
-            ax.axhline(90, color="red", linestyle=":", linewidth=1)
+            ax.axhline(CLIENT_BOUND_CPU_PCT, color="red", linestyle=":", linewidth=1)
             _legend(ax, ncol=4)
 
-        panels.append(("Load generator CPU % (per worker; red: client-bound above 90%)", cpu))
+        panels.append((f"Load generator CPU % (per worker; red: client-bound above {CLIENT_BOUND_CPU_PCT:g}%)", cpu))
     ttft = df["ttft_s"].to_numpy(dtype=float, na_value=np.nan) * 1000
     e2e = df["e2e_s"].to_numpy(dtype=float, na_value=np.nan) * 1000
 

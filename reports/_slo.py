@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -213,7 +213,7 @@ def judged_mask(run: RunData, spec: SloSpec) -> np.ndarray:
     mask: np.ndarray = (df["error_category"].fillna("") != "cancelled").to_numpy().copy()
     mask &= ~df["warmup"].fillna(False).astype(bool).to_numpy()
     if spec.warmup_s > 0:
-        start = run.meta.get("started_epoch_s") or float(df["start_epoch_s"].min())
+        start = run.meta.started_epoch_s or float(df["start_epoch_s"].min())
         mask &= (df["start_epoch_s"] >= start + spec.warmup_s).to_numpy()
     return mask
 
@@ -240,11 +240,11 @@ def run_window_s(run: RunData, mask: np.ndarray) -> float:
 
 
 def gpu_count(run: RunData, spec: SloSpec) -> int:
-    """GPUs behind the target: from GPU samples, else the spec, else run.json, else 1."""
+    """GPUs behind the target: from GPU samples, else the SLO file's ``gpus``, else ``--gpus``, else 1."""
     if not run.gpu.empty and "gpu" in run.gpu.columns:
         keys = run.gpu[["host", "gpu"]] if "host" in run.gpu.columns else run.gpu[["gpu"]]
         return max(1, len(keys.drop_duplicates()))
-    return spec.gpus or int(run.meta.get("options", {}).get("gpus", 0) or 0) or 1
+    return spec.gpus or int(run.meta.option("gpus", 0) or 0) or 1
 
 
 def evaluate(run: RunData, spec: SloSpec) -> list[SloResult]:
@@ -303,6 +303,13 @@ def evaluate(run: RunData, spec: SloSpec) -> list[SloResult]:
             margin = (measured - t.threshold) / t.threshold * 100
         results.append(SloResult(t.scope, t.metric, t.stat, t.op, t.threshold, measured, passed, note, margin))
     return results
+
+
+def per_request_spec(spec: SloSpec) -> SloSpec:
+    """``spec`` cut to the targets any slice of requests can be judged by — latencies and error
+    rate, no warm-up — for judging a window of a run (a capacity-search step)."""
+    keep = [t for t in spec.targets if t.metric in LATENCY_METRICS or t.metric == "error_rate"]
+    return replace(spec, targets=keep, warmup_s=0.0)
 
 
 def goodput(run: RunData, spec: SloSpec, mask: np.ndarray) -> float:

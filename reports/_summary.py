@@ -39,11 +39,11 @@ class RunSummary:
         """summary.json (vLLM benchmark field names where they match)."""
         meta = run.meta
         out: dict[str, Any] = {
-            "date": time.strftime("%Y%m%d-%H%M%S", time.gmtime(meta.get("started_epoch_s") or time.time())),
-            "backend": "vllm" if not meta.get("simulated") else "tokenstorm-emulator",
-            "model_id": meta.get("model"),
-            "base_url": meta.get("target"),
-            "simulated": bool(meta.get("simulated")),
+            "date": time.strftime("%Y%m%d-%H%M%S", time.gmtime(meta.started_epoch_s or time.time())),
+            "backend": "vllm" if not meta.simulated else "tokenstorm-emulator",
+            "model_id": meta.model,
+            "base_url": meta.target,
+            "simulated": meta.simulated,
             **self.overall,
             "verdict": self.verdict,
             "verdict_reason": self.reason,
@@ -51,10 +51,10 @@ class RunSummary:
             "errors_by_category": self.errors,
             "workloads": self.per_workload,
             "num_gpus": self.gpus,
-            "client_bound": bool(meta.get("client_bound")),
-            "client_bound_workers": list(meta.get("client_bound") or []),
-            "workers_lost": meta.get("workers_lost") or {},
-            "workers_seen": meta.get("workers_seen") or [],
+            "client_bound": bool(meta.client_bound),
+            "client_bound_workers": list(meta.client_bound),
+            "workers_lost": meta.workers_lost,
+            "workers_seen": meta.workers_seen,
             "timing_violations": timing_violations(run),
         }
         return out
@@ -132,7 +132,7 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5) -
         .to_dict("records")
     )
     results = evaluate(run, spec)
-    problem = run.meta.get("problem")
+    problem = run.meta.problem
     if problem:
         verdict, reason = "run_failed", str(problem)
     elif overall["requests"] == 0 and len(df):

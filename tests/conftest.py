@@ -78,7 +78,7 @@ def locust_runner(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 def make_run_dir(path: Path, records: list[dict], meta: dict | None = None) -> Path:
     """Write a run directory by hand (constructed data with known answers)."""
-    from workloads import RequestRecord
+    from workloads.rundir import RequestRecord
 
     path.mkdir(parents=True, exist_ok=True)
     with (path / "requests.jsonl").open("w") as fh:

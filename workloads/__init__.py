@@ -1,20 +1,9 @@
-"""What simulated users send and how it is timed: SSE client, records, Locust user base."""
+"""tokenstorm's load generator, in four layers (each imports only the ones below it):
 
-from ._client import CompletionRequest, LlmClient, TargetError
-from ._records import RECORD_SCHEMA_VERSION, ErrorCategory, RecordWriter, RequestRecord, read_records
-from ._sse import SseParser
-from ._timing import StreamError, StreamTimer
+* :mod:`workloads.plugin` — the Locust integration: options, users, run lifecycle, shapes, web UI.
+* :mod:`workloads.traffic` — the traffic models (contract, code, chat) and what they are made of.
+* :mod:`workloads.client` — the measuring HTTP/SSE client; where TTFT, ITL, TPOT and E2E are defined.
+* :mod:`workloads.rundir` — the run directory's typed files, their writers and readers.
 
-__all__ = [
-    "RECORD_SCHEMA_VERSION",
-    "CompletionRequest",
-    "ErrorCategory",
-    "LlmClient",
-    "RecordWriter",
-    "RequestRecord",
-    "SseParser",
-    "StreamError",
-    "StreamTimer",
-    "TargetError",
-    "read_records",
-]
+Importing this package imports none of them (``reports`` loads only ``rundir``).
+"""

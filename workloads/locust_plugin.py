@@ -1,16 +1,16 @@
-"""Public entry point for locustfiles: the user classes and :func:`install`."""
+"""Kept for locustfiles written against tokenstorm 0.1: the same names as :mod:`workloads.plugin`."""
 
-from ._locust import EXIT_RUN_FAILED, LlmRequestFailed, LlmUser, context, install
-from ._users import ChatUser, CodeUser, ContractUser, WorkloadUser
+from .plugin import (
+           EXIT_RUN_FAILED,
+           ChatUser,
+           CodeUser,
+           ContractUser,
+           LlmRequestFailed,
+           LlmUser,
+           WorkloadUser,
+           context,
+           install,
+)
 
-__all__ = [
-    "EXIT_RUN_FAILED",
-    "ChatUser",
-    "CodeUser",
-    "ContractUser",
-    "LlmRequestFailed",
-    "LlmUser",
-    "WorkloadUser",
-    "context",
-    "install",
-]
+__all__ = ["EXIT_RUN_FAILED", "ChatUser", "CodeUser", "ContractUser", "LlmRequestFailed", "LlmUser", "WorkloadUser",
+           "context", "install"]  # fmt: skip

@@ -1,5 +1,5 @@
-"""Public load shapes: ``from workloads.shapes import StepShape, CapacitySearchShape, OpenLoopUser``."""
+"""Kept for locustfiles written against tokenstorm 0.1: the same names as :mod:`workloads.plugin`."""
 
-from ._shapes import CapacitySearchShape, OpenLoopUser, StepShape, parse_steps
+from .plugin import CapacitySearchShape, OpenLoopUser, StepShape, parse_steps
 
 __all__ = ["CapacitySearchShape", "OpenLoopUser", "StepShape", "parse_steps"]

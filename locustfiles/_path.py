@@ -1,8 +1,0 @@
-"""Lets ``locust -f locustfiles/X.py`` import tokenstorm from a source checkout."""
-
-import os
-import sys
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)

@@ -1,0 +1,63 @@
+"""Measured TTFT and ITL match what the emulator imposed (the client's accuracy)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import urllib.request
+
+from emulator import EmulatorProcess
+from workloads.client import CompletionRequest, LlmClient
+
+
+def test_headless_run_measures_imposed_ttft_and_itl(locust_runner) -> None:  # type: ignore[no-untyped-def]
+    run = locust_runner(
+        "chat.py",
+        "--chat-think-time",
+        "0-0.2",
+        "-u",
+        "10",
+        "-r",
+        "10",
+        "-t",
+        "10s",
+        "--ignore-eos",
+        "--max-tokens",
+        "40",
+        "--emulator-args",
+        "--ttft-ms 300 --itl-ms 20 --prefill-us-per-token 0",
+    )
+    assert run.returncode == 0, run.output[-3000:]
+    records = [r for r in run.records() if r["ok"]]
+    assert len(records) >= 20
+    ttft = statistics.median(r["ttft_s"] for r in records)
+    itl = statistics.median(g for r in records for g in r["itl_gaps_s"])
+    # Done-when of the streaming-core issue: TTFT within 5 ms of 300 ms, ITL within 2 ms of 20 ms.
+    assert abs(ttft - 0.300) < 0.005, ttft
+    assert abs(itl - 0.020) < 0.002, itl
+    assert all(r["output_tokens"] == 40 and len(r["itl_gaps_s"]) == 39 for r in records)
+    assert run.run_json()["simulated"] is True
+
+
+def test_client_matches_the_emulators_ground_truth_per_request() -> None:
+    with EmulatorProcess("--ttft-ms", "120", "--itl-ms", "15", "--jitter-ms", "5", "--seed", "3") as emu:
+        client = LlmClient(emu.url)
+        request = CompletionRequest(
+            "chat", messages=[{"role": "user", "content": "hi"}], max_tokens=30, ignore_eos=True
+        )
+        # The first request also pays for the TCP connect; keep-alive requests after it do not.
+        client.complete(CompletionRequest("chat", messages=[], max_tokens=2), "m")
+        records = [client.complete(request, "m") for _ in range(9)]
+        client.close()
+        truth = {t["request_id"]: t for t in json.load(urllib.request.urlopen(f"{emu.url}/emulator/truth"))}
+    ttft_err, itl_err = [], []
+    for rec in records:
+        assert rec.ok, rec.error_detail
+        t = truth[rec.request_id]
+        ttft_err.append(rec.ttft_s - t["ttft_s"])
+        itl_err.extend(abs(a - b) for a, b in zip(rec.itl_gaps_s, t["itl_s"], strict=True))
+    # Client time includes sending the request; server time starts when it has read it. The
+    # server stamps a token after its write() returns, by which time the client's kernel may
+    # already have stamped its arrival: tens of microseconds below zero are the truth's own error.
+    assert all(-0.0005 <= e < 0.005 for e in ttft_err), ttft_err
+    assert statistics.median(itl_err) < 0.001, statistics.median(itl_err)

@@ -1,0 +1,14 @@
+"""The measuring client: one keep-alive HTTP/1.1 connection per user, SSE parsing, and the
+stream timer where TTFT, ITL, TPOT and E2E are defined (:mod:`.timing`). No Locust here.
+
+* :mod:`.http` — the HTTP/1.1 connection (gevent socket + llhttp), kernel receive stamps.
+* :mod:`.sse` — Server-Sent Events framing.
+* :mod:`.timing` — :class:`StreamTimer`: the metric definitions of DESIGN.md.
+* :mod:`.client` — :class:`LlmClient`: builds the request body, sends it, fills a ``RequestRecord``.
+"""
+
+from .client import CompletionRequest, LlmClient, TargetError
+from .sse import SseParser
+from .timing import StreamError, StreamTimer
+
+__all__ = ["CompletionRequest", "LlmClient", "SseParser", "StreamError", "StreamTimer", "TargetError"]

@@ -1,0 +1,326 @@
+"""One keep-alive HTTP/1.1 connection whose every read carries the time its bytes arrived.
+
+Why not an HTTP library: a load tester's numbers are only as good as the moment it notices
+each byte. Libraries hide the socket behind pools and buffers, so a response's first bytes
+(read together with its headers) and its later bytes get stamped by different means, and a
+connection that is not handed back in time makes the next request wait on the pool (both were
+measured against vLLM: TTFT ~10x high, whole streams read "at once"). Here the connection is
+a plain gevent socket owned by one simulated user, the HTTP framing is parsed by ``httptools``
+(llhttp, the parser uvicorn uses — a public API, no private attributes), and each ``recv``
+is stamped once, right as it returns. On Linux plain TCP the stamp is the kernel's packet
+receive time (``SO_TIMESTAMPNS``), so a busy client's own scheduling is not added to it. A read
+that drains several packets carries the stamp of the last one (TCP keeps one stamp per read),
+so the events in it still look simultaneous: reading promptly matters as much as stamping.
+
+Every body piece, including the bytes that arrived in the same read as the headers, carries
+the stamp of the read that delivered it, on one clock (``time.perf_counter``), and stamps
+never go backwards within a response.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import struct
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import gevent.socket
+import gevent.ssl
+import httptools
+
+__all__ = ["HttpConnection", "HttpResponse", "ProtocolError", "kernel_timestamps_supported"]
+
+_BLOCK = 65536
+# Linux SO_TIMESTAMPNS (= SCM_TIMESTAMPNS): the kernel stamps each received packet with
+# CLOCK_REALTIME. Python's socket module does not export the constant.
+_SO_TIMESTAMPNS = 35 if sys.platform.startswith("linux") else None
+_TIMESPEC = struct.Struct("qq")
+_unpack_timespec = _TIMESPEC.unpack_from
+_SOL_SOCKET = socket.SOL_SOCKET
+_CMSG_SPACE = 64
+
+
+class _NothingBack(Exception):
+    """A reused connection was closed before any byte of the response came back."""
+
+
+class ProtocolError(Exception):
+    """The peer did not speak HTTP/1.1 as expected (the message says how)."""
+
+
+def kernel_timestamps_supported() -> bool:
+    """Whether this platform can stamp reads with the kernel's receive time."""
+    return _SO_TIMESTAMPNS is not None
+
+
+class _ResponseState:
+    """httptools callbacks; only the ones defined here are called (it checks at init)."""
+
+    __slots__ = ("complete", "headers", "headers_done", "keep_alive", "parser", "pieces", "read_pieces", "t_read")
+
+    def __init__(self) -> None:
+        self.parser: Any = None
+        self.headers: dict[str, str] = {}
+        self.headers_done = False
+        self.complete = False
+        self.keep_alive = False
+        #: decoded body not yet handed out: one (bytes, stamp) per network read
+        self.pieces: list[tuple[bytes, float]] = []
+        #: the body pieces of the read being parsed (a chunked stream gives one per chunk)
+        self.read_pieces: list[bytes] = []
+        self.t_read = 0.0
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+
+    def on_headers_complete(self) -> None:
+        self.headers_done = True
+
+    def on_body(self, body: bytes) -> None:
+        self.read_pieces.append(body)
+
+    def on_message_complete(self) -> None:
+        # llhttp answers this only inside the callback; afterwards it says "no".
+        self.keep_alive = bool(self.parser.should_keep_alive())
+        self.complete = True
+
+
+def _framed(headers: dict[str, str]) -> bool:
+    """Whether the body's end is marked in the message (length or chunks), not by closing."""
+    return "content-length" in headers or "chunked" in headers.get("transfer-encoding", "").lower()
+
+
+class HttpResponse:
+    """A response whose headers have been read; its body is read with :meth:`body`."""
+
+    def __init__(self, conn: HttpConnection, state: _ResponseState) -> None:
+        self._conn = conn
+        self._state = state
+        self.status: int = state.parser.get_status_code()
+        self.headers = state.headers
+
+    @property
+    def complete(self) -> bool:
+        """Whether the whole message has been read (the connection may then be reused)."""
+        return self._state.complete
+
+    @property
+    def keep_alive(self) -> bool:
+        """The server lets the connection carry another request after this response."""
+        return self._state.keep_alive
+
+    def body(self) -> Iterator[tuple[bytes, float]]:
+        """Yield ``(piece, t)``: decoded body bytes and the ``perf_counter`` time of the read
+        that delivered them, as they arrive, until the message is complete."""
+        state = self._state
+        while True:
+            if state.pieces:
+                pieces, state.pieces = state.pieces, []
+                yield from pieces
+            if state.complete:
+                self._conn.response_done(self)
+                return
+            self._conn.read_into(state)
+
+    def read(self, limit: int | None = None) -> bytes:
+        """The whole body (or its first ``limit`` bytes; the connection is then closed if more was left)."""
+        out = bytearray()
+        for piece, _t in self.body():
+            out += piece
+            if limit is not None and len(out) >= limit:
+                if self.complete:
+                    self._conn.response_done(self)  # keep the connection for the next request
+                else:
+                    self._conn.close()
+                return bytes(out[:limit])
+        return bytes(out)
+
+
+class HttpConnection:
+    """One HTTP/1.1 connection, opened on first use, kept alive between requests.
+
+    Not thread- or greenlet-safe: one per simulated user. Any request that does not end with
+    a complete response (error, timeout, cancel) must be followed by :meth:`close`; the next
+    request then opens a fresh connection, so no request ever reads another's leftovers.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        use_ssl: bool = False,
+        connect_timeout_s: float = 10.0,
+        read_timeout_s: float | None = None,
+        kernel_timestamps: bool = True,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self._ssl = use_ssl
+        self._connect_timeout_s = connect_timeout_s
+        self._read_timeout_s = read_timeout_s
+        self._want_kernel_stamps = kernel_timestamps and not use_ssl and _SO_TIMESTAMPNS is not None
+        self._sock: Any = None
+        self._kernel_stamps = False
+        self._busy = False
+        #: how many TCP connections this object opened (keep-alive reuse keeps it at 1)
+        self.connects = 0
+        # CLOCK_REALTIME − perf_counter, for mapping kernel stamps onto perf_counter
+        self._wall_minus_perf_ns = 0
+
+    # -- connection -----------------------------------------------------------------------
+    def _connect(self) -> None:
+        sock = gevent.socket.create_connection((self.host, self.port), timeout=self._connect_timeout_s)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._kernel_stamps = False
+            if self._want_kernel_stamps:
+                try:
+                    sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+                    self._kernel_stamps = True
+                except OSError:
+                    self._kernel_stamps = False
+            if self._ssl:
+                ctx = gevent.ssl.create_default_context()
+                sock = ctx.wrap_socket(sock, server_hostname=self.host)
+            sock.settimeout(self._read_timeout_s)
+        except BaseException:
+            sock.close()
+            raise
+        self._sock = sock
+        self.connects += 1
+
+    def _alive(self) -> bool:
+        """Whether a kept-alive socket is still open (the server may have timed it out)."""
+        if self._ssl:
+            return True  # a peek would read TLS records; a failed first read is retried instead
+        sock = self._sock
+        # Timeout 0: gevent raises at once instead of waiting for the socket to become readable.
+        sock.settimeout(0.0)
+        try:
+            sock.recv(1, socket.MSG_PEEK)
+        except (BlockingIOError, InterruptedError):
+            return True  # nothing to read: idle and open
+        except OSError:
+            return False
+        finally:
+            sock.settimeout(self._read_timeout_s)
+        return False  # EOF, or bytes nobody asked for: not reusable either way
+
+    def close(self) -> None:
+        """Close the socket (any unread response on it is discarded with it)."""
+        sock, self._sock = self._sock, None
+        self._busy = False
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def __enter__(self) -> HttpConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def kernel_timestamps(self) -> bool:
+        """Whether reads on the current connection are stamped by the kernel."""
+        return self._kernel_stamps and self._sock is not None
+
+    # -- requests -------------------------------------------------------------------------
+    def request(
+        self, method: str, path: str, headers: dict[str, str], body: bytes = b"", *, t_sent: float | None = None
+    ) -> HttpResponse:
+        """Send one request and return once its status line and headers have been read.
+
+        ``t_sent`` is the ``perf_counter`` time the caller counts the request from; no read of
+        this response is stamped earlier. A kept-alive connection that the server closed while
+        idle is detected before sending; a request that got no byte back on a reused connection
+        is sent once more on a new one (the server closed it without reading the request).
+        """
+        t_floor = time.perf_counter() if t_sent is None else t_sent
+        if self._busy:
+            self.close()  # the previous response was not read to the end: its bytes are garbage
+        reused = self._sock is not None
+        if reused and not self._alive():
+            self.close()
+            reused = False
+        host = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 literal
+        head = [f"{method} {path} HTTP/1.1\r\nHost: {host}:{self.port}\r\n"]
+        head.extend(f"{k}: {v}\r\n" for k, v in headers.items())
+        if body or method in ("POST", "PUT", "PATCH"):
+            head.append(f"Content-Length: {len(body)}\r\n")
+        head.append("\r\n")
+        raw = "".join(head).encode("latin-1") + body
+        try:
+            return self._exchange(raw, reused, t_floor)
+        except _NothingBack:
+            self.close()
+            return self._exchange(raw, False, t_floor)
+
+    def _exchange(self, raw: bytes, reused: bool, t_floor: float) -> HttpResponse:
+        if self._sock is None:
+            self._connect()
+        self._busy = True
+        self._wall_minus_perf_ns = time.time_ns() - time.perf_counter_ns()
+        state = _ResponseState()
+        state.t_read = t_floor
+        state.parser = httptools.HttpResponseParser(state)
+        try:
+            self._sock.sendall(raw)
+            self.read_into(state)
+        except ConnectionError as exc:
+            if reused:
+                raise _NothingBack() from exc
+            raise
+        while not state.headers_done:
+            self.read_into(state)
+        return HttpResponse(self, state)
+
+    def read_into(self, state: _ResponseState) -> None:
+        """One read from the socket, stamped, fed to the parser (also used by :class:`HttpResponse`)."""
+        sock = self._sock
+        if sock is None:
+            raise ConnectionResetError("connection closed")
+        if self._kernel_stamps:
+            data, ancdata, _flags, _addr = sock.recvmsg(_BLOCK, _CMSG_SPACE)
+            now = time.perf_counter()
+            t = now
+            for level, kind, cdata in ancdata:
+                if kind == _SO_TIMESTAMPNS and level == _SOL_SOCKET and len(cdata) >= 16:
+                    sec, nsec = _unpack_timespec(cdata)
+                    t_kernel = (sec * 1_000_000_000 + nsec - self._wall_minus_perf_ns) / 1e9
+                    # A wall-clock step mid-request would put the stamp off the axis: keep `now`.
+                    if t_kernel <= now:
+                        t = t_kernel
+        else:
+            data = sock.recv(_BLOCK)
+            t = time.perf_counter()
+        if not data:
+            self.close()
+            if state.headers_done and not state.complete and not _framed(state.headers):
+                # No Content-Length and not chunked (HTTP/1.0, some proxies): the body ends
+                # when the server closes the connection — a complete response, not a drop.
+                state.complete = True
+                return
+            raise ConnectionResetError("connection closed by the server")
+        # One clock per response: stamps never go backwards, even across the kernel/now fallback.
+        state.t_read = t if t > state.t_read else state.t_read
+        try:
+            state.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self.close()
+            raise ProtocolError(f"invalid HTTP from the server ({exc})") from exc
+        read = state.read_pieces
+        if read:
+            # Everything one read delivered shares its stamp: hand it out as one piece.
+            state.pieces.append((read[0] if len(read) == 1 else b"".join(read), state.t_read))
+            read.clear()
+
+    def response_done(self, resp: HttpResponse) -> None:
+        """``resp`` was read to its end: keep the connection for the next request, or close it."""
+        self._busy = False
+        if not resp.keep_alive:
+            self.close()

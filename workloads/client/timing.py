@@ -1,0 +1,203 @@
+"""Turns timed SSE payloads of an OpenAI-style stream into the metrics of DESIGN.md.
+
+Definitions (the ones users check against vLLM's own benchmark):
+
+* a *token event* is a chunk whose ``choices[0]`` carries generated output — ``delta.content``,
+  ``delta.reasoning_content``/``delta.reasoning`` or ``delta.tool_calls`` for chat, ``text``
+  for completions — **including an empty string** (vLLM holds back partial UTF-8 and still
+  emits the chunk). The role-only chunk that opens a chat stream is not one, nor is a
+  usage-only chunk. When the server sends ``continuous_usage_stats`` the cumulative
+  ``completion_tokens`` says how many tokens each chunk carried; a chunk that added none is
+  not a token event.
+* TTFT: sent → first token event. ITL: the gaps between successive token events; a chunk
+  carrying k > 1 tokens contributes its gap split into k equal parts (the first token event's
+  extra tokens get gaps of 0), so there is one ITL per output token after the first.
+* E2E: sent → last token event (the ``[DONE]`` time is kept separately).
+* TPOT: (E2E − TTFT) / (output_tokens − 1), with output tokens from the server's usage.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from ..rundir.records import ErrorCategory
+
+__all__ = ["StreamError", "StreamTimer"]
+
+
+class StreamError(Exception):
+    """A stream that cannot be read as a valid completion; ``category`` says why."""
+
+    def __init__(self, category: str, detail: str) -> None:
+        super().__init__(detail)
+        self.category = category
+        self.detail = detail
+
+
+_REASONING_KEYS = ("reasoning_content", "reasoning")
+
+
+class StreamTimer:
+    """Accumulates per-event timing for one streamed response. Times are seconds since send."""
+
+    __slots__ = (
+        "_last_completion_tokens",
+        "_last_token_t",
+        "_reasoning_seen",
+        "done_t",
+        "finish_reason",
+        "first_answer_t",
+        "first_chunk_t",
+        "first_token_t",
+        "first_visible_t",
+        "itl_gaps",
+        "last_token_t",
+        "output_tokens",
+        "prompt_tokens",
+        "reasoning_events",
+        "response_id",
+        "texts",
+        "token_events",
+    )
+
+    def __init__(self, collect_text: bool = False) -> None:
+        self.texts: list[str] | None = [] if collect_text else None
+        self.first_chunk_t: float | None = None
+        self.first_token_t: float | None = None
+        self.first_visible_t: float | None = None
+        self.first_answer_t: float | None = None
+        self.last_token_t: float | None = None
+        self.done_t: float | None = None
+        self.itl_gaps: list[float] = []
+        self.token_events = 0
+        self.reasoning_events = 0
+        self.finish_reason: str | None = None
+        self.prompt_tokens: int | None = None
+        self.output_tokens: int | None = None
+        self.response_id: str | None = None
+        self._last_token_t: float | None = None
+        self._last_completion_tokens: int | None = None
+        self._reasoning_seen = False
+
+    def on_event(self, payload: bytes, t: float) -> None:
+        """Account for one SSE ``data`` payload that arrived ``t`` seconds after send."""
+        if self.first_chunk_t is None:
+            self.first_chunk_t = t
+        if payload == b"[DONE]":
+            self.done_t = t
+            return
+        if self.done_t is not None:
+            return  # data after [DONE] carries nothing we time
+        try:
+            chunk: Any = orjson.loads(payload)
+        except ValueError as exc:
+            raise StreamError(ErrorCategory.MALFORMED_CHUNK, f"chunk is not JSON: {payload[:80]!r}") from exc
+        if not isinstance(chunk, dict):
+            raise StreamError(ErrorCategory.MALFORMED_CHUNK, f"chunk is not an object: {payload[:80]!r}")
+        if "error" in chunk and not chunk.get("choices"):
+            err = chunk["error"]
+            msg = err.get("message", err) if isinstance(err, dict) else err
+            raise StreamError(ErrorCategory.ERROR_EVENT, f"server sent an error event: {str(msg)[:200]}")
+        if self.response_id is None:
+            rid = chunk.get("id")
+            if isinstance(rid, str):
+                self.response_id = rid
+        usage = chunk.get("usage")
+        new_tokens: int | None = None
+        if isinstance(usage, dict):
+            completion = usage.get("completion_tokens")
+            if isinstance(completion, int):
+                prev = self._last_completion_tokens or 0
+                new_tokens = completion - prev
+                self._last_completion_tokens = completion
+                self.output_tokens = completion
+            prompt = usage.get("prompt_tokens")
+            if isinstance(prompt, int):
+                self.prompt_tokens = prompt
+        choices = chunk.get("choices")
+        if not choices:
+            return
+        choice = choices[0]
+        if not isinstance(choice, dict):
+            raise StreamError(ErrorCategory.MALFORMED_CHUNK, "choices[0] is not an object")
+        finish = choice.get("finish_reason")
+        if finish is not None:
+            self.finish_reason = str(finish)
+        is_token, visible, answer, reasoning = _classify(choice)
+        if not is_token or new_tokens == 0:
+            return
+        if self.texts is not None and answer:
+            delta = choice.get("delta")
+            piece = delta.get("content") if isinstance(delta, dict) else choice.get("text")
+            if isinstance(piece, str):
+                self.texts.append(piece)
+        self._on_token(t, new_tokens or 1, visible, answer, reasoning)
+
+    def _on_token(self, t: float, k: int, visible: bool, answer: bool, reasoning: bool) -> None:
+        self.token_events += 1
+        if reasoning:
+            self.reasoning_events += 1
+            self._reasoning_seen = True
+        if self.first_token_t is None:
+            self.first_token_t = t
+            if k > 1:  # tokens that came with the first one arrived with it: zero gaps
+                self.itl_gaps.extend([0.0] * (k - 1))
+        elif self._last_token_t is not None:
+            gap = t - self._last_token_t
+            if k == 1:
+                self.itl_gaps.append(gap)
+            else:
+                self.itl_gaps.extend([gap / k] * k)
+        if visible and self.first_visible_t is None:
+            self.first_visible_t = t
+        if answer and self._reasoning_seen and self.first_answer_t is None:
+            self.first_answer_t = t
+        self._last_token_t = t
+        self.last_token_t = t
+
+    @property
+    def tpot_s(self) -> float | None:
+        """TPOT: (E2E − TTFT) / (output_tokens − 1); ``None`` below two output tokens."""
+        if self.first_token_t is None or self.last_token_t is None or not self.output_tokens:
+            return None
+        if self.output_tokens < 2:
+            return None
+        return (self.last_token_t - self.first_token_t) / (self.output_tokens - 1)
+
+    def finish(self) -> None:
+        """Check the stream ended like a completion; raise :class:`StreamError` if not."""
+        if self.done_t is None:
+            raise StreamError(ErrorCategory.MISSING_DONE, "stream ended without data: [DONE]")
+        if self.first_token_t is None:
+            raise StreamError(ErrorCategory.NO_TOKENS, "stream carried no token events")
+        if self.finish_reason is None:
+            raise StreamError(ErrorCategory.NO_FINISH_REASON, "stream ended without a finish_reason")
+
+
+def _classify(choice: dict[str, Any]) -> tuple[bool, bool, bool, bool]:
+    """Return (is_token_event, has_visible_text, is_answer, is_reasoning) for one choice."""
+    delta = choice.get("delta")
+    if type(delta) is dict:
+        content = delta.get("content")
+        if len(delta) == 1 and type(content) is str:  # the common chunk: answer text only
+            return True, bool(content), True, False
+        reasoning_text = None
+        for key in _REASONING_KEYS:
+            value = delta.get(key)
+            if isinstance(value, str):
+                reasoning_text = value
+                break
+        tool_calls = delta.get("tool_calls")
+        if content is None and reasoning_text is None and not tool_calls:
+            return False, False, False, False
+        if "role" in delta and not content and not reasoning_text and not tool_calls:
+            return False, False, False, False  # the role announcement that opens a chat stream
+        visible = bool(content) or bool(reasoning_text) or bool(tool_calls)
+        is_answer = isinstance(content, str) or bool(tool_calls)
+        return True, visible, is_answer, reasoning_text is not None and content is None
+    text = choice.get("text")
+    if isinstance(text, str):
+        return True, bool(text), True, False
+    return False, False, False, False

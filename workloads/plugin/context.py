@@ -1,0 +1,267 @@
+"""Per-process run state: the run directory, where records go, live token throughput, run.json.
+
+On a local or master runner records are appended to ``RUN_DIR/requests.jsonl``; on a worker
+they are buffered and shipped to the master with each stats report (``report_to_master``),
+so the master's run directory holds every request of a distributed run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import re
+import socket
+import sys
+import threading
+import time
+import weakref
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from locust.env import Environment
+
+from ..rundir import REQUESTS_FILE, RecordWriter, RequestRecord, RunMeta, write_run_meta
+from ..traffic import MODELS, TrafficModel
+from . import locust_compat
+from .gc import GcWatch
+from .options import RunOptions
+
+__all__ = ["RunContext", "TokenRate", "context", "new_run_dir", "versions"]
+
+#: Option names whose values are never written anywhere.
+SECRET_OPTIONS = frozenset({"api_key"})
+
+log = logging.getLogger("tokenstorm")
+
+
+def new_run_dir(root: Path, label: str, now: datetime | None = None) -> Path:
+    """Create and return ``root/<UTC timestamp>_<label>/`` (suffixing ``-2``... if it exists)."""
+    stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H-%M-%S")
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", label).strip("-") or "run"
+    base = root / f"{stamp}_{safe}"
+    path, n = base, 1
+    while True:
+        try:
+            path.mkdir(parents=True, exist_ok=False)
+            return path
+        except FileExistsError:
+            n += 1
+            path = base.with_name(f"{base.name}-{n}")
+
+
+def versions() -> dict[str, str]:
+    """Versions of the pieces that shape the numbers, for ``run.json``."""
+    out = {"python": sys.version.split()[0], "platform": platform.platform()}
+    for dist in ("tokenstorm", "locust", "gevent", "httptools", "orjson"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = "not installed"
+    return out
+
+
+class TokenRate:
+    """Output tokens per second over a sliding window (for the live view)."""
+
+    def __init__(self, window_s: float = 10.0) -> None:
+        self.window_s = window_s
+        self._events: deque[tuple[float, int]] = deque()
+        self.total_tokens = 0
+        self._lock = threading.Lock()
+
+    def add(self, tokens: int, now: float | None = None) -> None:
+        """Count ``tokens`` output tokens finished at ``now`` (monotonic seconds)."""
+        with self._lock:
+            self._events.append((time.monotonic() if now is None else now, tokens))
+            self.total_tokens += tokens
+
+    def rate(self, now: float | None = None) -> float:
+        """Tokens per second over the last window."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            while self._events and self._events[0][0] < now - self.window_s:
+                self._events.popleft()
+            return sum(n for _, n in self._events) / self.window_s
+
+    def reset(self) -> None:
+        """Forget everything (a new test started)."""
+        with self._lock:
+            self._events.clear()
+            self.total_tokens = 0
+
+
+@dataclass
+class RunContext:
+    """Everything one tokenstorm process knows about the current run."""
+
+    is_worker: bool
+    worker_id: str = "local"
+    run_dir: Path | None = None
+    writer: RecordWriter | None = None
+    simulated: bool = False
+    emulator_url: str | None = None
+    model: str | None = None
+    started_epoch_s: float | None = None
+    warmup_s: float = 0.0
+    problem: str | None = None
+    emulator: Any = None  # the EmulatorProcess this process started, if any
+    monitor: Any = None  # monitors.RunMonitor of the current run (master/local)
+    monitor_greenlet: Any = None
+    slo_spec: Any = None  # reports.SloSpec checked at start-up
+    slo_spec_text: str | None = None
+    report_built: bool = False
+    workload_settings: dict[str, Any] = field(default_factory=dict)
+    workers_lost: dict[str, dict[str, Any]] = field(default_factory=dict)
+    last_heard: dict[str, float] = field(default_factory=dict)
+    client_bound: set[str] = field(default_factory=set)
+    stopping: bool = False
+    defer_build: bool = False
+    flushed_workers: set[str] = field(default_factory=set)
+    token_counter: Any = None
+    seed: int = 0
+    #: records of this process that broke the timing invariant (a bug; logged once)
+    timing_violations: int = 0
+    gc_watch: GcWatch = field(default_factory=GcWatch)
+    _builders: dict[str, TrafficModel] = field(default_factory=dict)
+    options: RunOptions = field(default_factory=RunOptions)
+    #: load generators' own CPU % (worker id or "local" -> %), as they measured it
+    cpu_by_worker: dict[str, float] = field(default_factory=dict)
+
+    def reset_builders(self) -> None:
+        """Forget the traffic model instances (the settings changed)."""
+        self._builders.clear()
+
+    def builder(self, workload: str) -> TrafficModel:
+        """The (shared, per-process) traffic model instance of ``workload``."""
+        if workload not in self._builders:
+            model = MODELS[workload]
+            self._builders[workload] = model(self.workload_settings[workload], self.token_counter, self.seed)
+        return self._builders[workload]
+
+    token_rate: TokenRate = field(default_factory=TokenRate)
+    token_rate_by_workload: dict[str, TokenRate] = field(default_factory=dict)
+    workers_seen: set[str] = field(default_factory=set)
+    requests_by_workload: dict[str, int] = field(default_factory=dict)
+    _outbox: list[str] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self, root: Path, label: str) -> Path:
+        """Open a fresh run directory and record writer (local or master only)."""
+        self.close()
+        self.run_dir = new_run_dir(root, label)
+        self.writer = RecordWriter(self.run_dir / REQUESTS_FILE)
+        self.started_epoch_s = time.time()
+        self.token_rate.reset()
+        self.workers_lost.clear()
+        self.defer_build = False
+        self.client_bound.clear()
+        self.token_rate_by_workload.clear()
+        self.requests_by_workload.clear()
+        return self.run_dir
+
+    def emit(self, record: RequestRecord) -> None:
+        """Keep one finished request: write it here, or queue it for the master."""
+        if self.started_epoch_s is not None:
+            record.warmup = record.start_epoch_s - self.started_epoch_s < self.warmup_s
+        if record.timing_violation:
+            self.timing_violations += 1
+            if self.timing_violations == 1:
+                log.error("tokenstorm: BUG — request %s breaks the timing invariant (%s); please report it",
+                          record.request_id, record.timing_violation)  # fmt: skip
+        line = record.to_json()
+        if self.is_worker:
+            with self._lock:
+                self._outbox.append(line)
+            return
+        self._account(record.workload, record.output_tokens or 0, record.worker_id)
+        if self.writer is not None:
+            self.writer.write_lines([line])
+
+    def take_outbox(self) -> list[str]:
+        """Hand over the records queued on a worker since the last report."""
+        with self._lock:
+            batch, self._outbox = self._outbox, []
+        return batch
+
+    def receive(self, lines: list[str]) -> None:
+        """Store a batch of records a worker sent to the master."""
+        for line in lines:
+            try:
+                data = json.loads(line)
+            except ValueError:
+                continue
+            self._account(str(data.get("workload")), int(data.get("output_tokens") or 0), str(data.get("worker_id")))
+        if self.writer is not None:
+            self.writer.write_lines(lines)
+
+    def _account(self, workload: str, tokens: int, worker_id: str) -> None:
+        self.token_rate.add(tokens)
+        self.token_rate_by_workload.setdefault(workload, TokenRate()).add(tokens)
+        self.workers_seen.add(worker_id)
+        self.requests_by_workload[workload] = self.requests_by_workload.get(workload, 0) + 1
+
+    def flush(self) -> None:
+        """Push buffered records to disk."""
+        if self.writer is not None:
+            self.writer.flush()
+
+    def close(self) -> None:
+        """Flush and close the record file."""
+        if self.writer is not None:
+            self.writer.close()
+
+    def write_run_json(self, options: dict[str, Any], host: str | None, status: str, **more: Any) -> None:
+        """Write ``run.json``: config (secrets removed), versions, target, timing, how it ended."""
+        if self.run_dir is None:
+            return
+        spec = self.slo_spec
+        meta = RunMeta(
+            status=status,
+            target=host,
+            simulated=self.simulated,
+            model=self.model,
+            started_epoch_s=self.started_epoch_s,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            versions=versions(),
+            options={k: _jsonable(v) for k, v in options.items() if k not in SECRET_OPTIONS},
+            workers_seen=sorted(self.workers_seen),
+            requests_by_workload=dict(self.requests_by_workload),
+            records=self.writer.count if self.writer else 0,
+            problem=self.problem,
+            slo_spec_text=self.slo_spec_text,
+            slo_spec_source=spec.source if spec is not None else None,
+            workers_lost=dict(self.workers_lost),
+            client_bound=sorted(self.client_bound),
+            gc=self.gc_watch.as_dict(),
+            **more,
+        )
+        write_run_meta(self.run_dir, meta)
+
+
+_CONTEXTS: weakref.WeakKeyDictionary[Environment, RunContext] = weakref.WeakKeyDictionary()
+
+
+def context(environment: Environment) -> RunContext:
+    """The :class:`RunContext` of ``environment`` (made on first use)."""
+    ctx = _CONTEXTS.get(environment)
+    if ctx is None:
+        ctx = RunContext(is_worker=locust_compat.is_worker(environment.runner))
+        _CONTEXTS[environment] = ctx
+    return ctx
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return str(value)

@@ -1,0 +1,274 @@
+"""The run's lifecycle, as Locust event listeners: options and files checked at start-up, the
+built-in emulator when no host is given, the run directory opened at test start, the outputs
+built and the exit code set at the end. :func:`install` registers everything (idempotent).
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import sys
+import time
+import weakref
+from pathlib import Path
+from typing import Any
+
+import gevent
+from locust import events
+from locust.env import Environment
+from locust.event import Events
+
+from ..client import LlmClient, TargetError
+from ..rundir import EXIT_RUN_FAILED, REQUESTS_FILE
+from ..traffic import settings_from_options
+from ..traffic.tokens import TokenCounter
+from . import locust_compat, shipping
+from .context import RunContext, context
+from .monitoring import start_monitor, stop_monitor
+from .options import OptionError, RunOptions, add_options
+from .users import resolve_model
+from .webui import extend_web_ui
+
+__all__ = ["install"]
+
+log = logging.getLogger("tokenstorm")
+
+
+def _on_init(environment: Environment, **_kw: Any) -> None:
+    from emulator import EmulatorProcess  # the emulator package is only needed here
+
+    ctx = context(environment)
+    opts = environment.parsed_options
+    if opts is None:
+        return
+    try:
+        ctx.options = RunOptions.parse(opts)
+    except OptionError as exc:
+        sys.stderr.write(f"tokenstorm: {exc}\n")
+        raise SystemExit(EXIT_RUN_FAILED) from None
+    _load_workloads_or_exit(environment, ctx)
+    if ctx.is_worker:
+        return
+    _load_slo_spec_or_exit(environment, ctx)
+    if not environment.host and not any(getattr(u, "host", None) for u in environment.user_classes):
+        emu = EmulatorProcess(*shlex.split(ctx.options.emulator_args))
+        ctx.emulator_url = emu.url
+        environment.host = emu.url
+        ctx.emulator = emu
+        log.warning("tokenstorm: SIMULATED — no --host given, targeting the built-in emulator at %s", emu.url)
+    if environment.web_ui is not None:
+        extend_web_ui(environment)
+
+
+def _load_slo_spec_or_exit(environment: Environment, ctx: RunContext) -> None:
+    """Reject a bad SLO file before any traffic: one line with the file, line and reason."""
+    from reports import SloSpecError, load_slo_spec
+
+    path = ctx.options.slo
+    try:
+        spec = load_slo_spec(path or None)
+        known = {str(getattr(u, "workload", u.__name__)) for u in environment.user_classes}
+        unknown = spec.workloads_named() - known - {"run", "*"}
+        if unknown:
+            first = min((t for t in spec.targets if t.scope in unknown), key=lambda t: t.scope_line)
+            raise SloSpecError(
+                f"{spec.source}:{first.scope_line}: no workload named {first.scope!r} in this locustfile "
+                f"(known: {', '.join(sorted(known))}, or 'run' / '*')"
+            )
+    except SloSpecError as exc:
+        sys.stderr.write(f"tokenstorm: invalid SLO file: {exc}\n")
+        raise SystemExit(EXIT_RUN_FAILED) from None
+    ctx.slo_spec = spec
+    ctx.slo_spec_text = Path(path).read_text(encoding="utf-8") if path else None
+
+
+def _load_workloads(environment: Environment, ctx: RunContext) -> None:
+    opts = environment.parsed_options
+    settings = settings_from_options(opts)
+    ctx.token_counter = TokenCounter(getattr(opts, "tokenizer", "") or None)
+    ctx.seed = ctx.options.seed
+    ctx.workload_settings = settings
+    ctx.reset_builders()
+    for user_class in environment.user_classes:
+        name = getattr(user_class, "workload", None)
+        if name in settings:
+            user_class.weight = settings[name].weight
+            ctx.builder(name)  # load datasets and corpora now: errors before traffic
+
+
+def _load_workloads_or_exit(environment: Environment, ctx: RunContext) -> None:
+    """Validate workload options, the workload file and datasets before any traffic."""
+    try:
+        _load_workloads(environment, ctx)
+    except ValueError as exc:  # WorkloadFileError, DatasetError, bad lengths, bad tokenizer
+        sys.stderr.write(f"tokenstorm: {exc}\n")
+        raise SystemExit(EXIT_RUN_FAILED) from None
+
+
+def _on_test_start(environment: Environment, **_kw: Any) -> None:
+    ctx = context(environment)
+    opts = environment.parsed_options
+    ctx.gc_watch.start()  # every process that reads streams: workers too
+    if ctx.is_worker or opts is None:
+        return
+    ctx.simulated = bool(ctx.emulator_url) and environment.host == ctx.emulator_url
+    ctx.problem = None
+    try:
+        ctx.options = RunOptions.parse(opts)  # options may have changed in the web UI form
+        ctx.warmup_s = ctx.options.warmup_s
+        ctx.model = ctx.options.model or None
+        _load_workloads(environment, ctx)
+        problem = _preflight(environment, ctx)
+    except ValueError as exc:  # OptionError, WorkloadFileError, DatasetError...
+        problem = str(exc)
+    label = Path(ctx.options.locustfile).stem
+    run_dir = ctx.start(Path(ctx.options.run_dir), label + ("_SIMULATED" if ctx.simulated else ""))
+    ctx.problem = problem
+    ctx.report_built = False
+    ctx.write_run_json(vars(opts), environment.host, "running" if not problem else "failed")
+    log.info("tokenstorm: run directory %s%s", run_dir, " (SIMULATED)" if ctx.simulated else "")
+    if problem:
+        log.error("tokenstorm: %s", problem)
+        environment.process_exit_code = EXIT_RUN_FAILED
+        runner = environment.runner
+        if runner is not None:
+            gevent.spawn_later(0.1, runner.quit if opts.headless else runner.stop)
+        return
+    gevent.spawn(_flush_loop, environment, ctx)
+    start_monitor(environment, ctx, run_dir)
+
+
+def _preflight(environment: Environment, ctx: RunContext) -> str | None:
+    try:
+        client = LlmClient(environment.host or "", api_key=ctx.options.api_key or None)
+        try:
+            resolve_model(environment, client) if not ctx.model else None
+            if not ctx.simulated and not client.models_owned_by:
+                client.list_models()
+            if "tokenstorm" in client.models_owned_by.values() and not ctx.simulated:
+                ctx.simulated = True  # a standalone emulator (docker compose profile "emulator")
+                log.warning("tokenstorm: SIMULATED — %s is tokenstorm's emulator, not a real server", environment.host)
+        finally:
+            client.close()
+    except TargetError as exc:
+        return str(exc)
+    return None
+
+
+def _flush_loop(environment: Environment, ctx: RunContext) -> None:
+    last_log = 0.0
+    writer = ctx.writer
+    while ctx.writer is writer and writer is not None:
+        gevent.sleep(2.0)
+        ctx.flush()
+        last_log += 2.0
+        if last_log >= 10.0 and ctx.options.headless:
+            last_log = 0.0
+            log.info(
+                "tokenstorm: %.0f output tok/s (last %g s), %d requests recorded%s",
+                ctx.token_rate.rate(),
+                ctx.token_rate.window_s,
+                writer.count,
+                " — SIMULATED" if ctx.simulated else "",
+            )
+
+
+def _build_outputs(environment: Environment, ctx: RunContext) -> None:
+    """Write report.html, junit.xml, summary.json and set the process exit code."""
+    from reports import build_report
+
+    if ctx.run_dir is None or ctx.report_built:
+        return
+    ctx.report_built = True
+    ctx.flush()
+    try:
+        result = build_report(ctx.run_dir, ctx.slo_spec)
+    except Exception:  # a bug in the report must not hide the records; say where they are
+        log.exception("tokenstorm: building the report failed; the records are in %s", ctx.run_dir)
+        environment.process_exit_code = EXIT_RUN_FAILED
+        return
+    if environment.process_exit_code != EXIT_RUN_FAILED:
+        environment.process_exit_code = result.exit_code
+    level = logging.INFO if result.exit_code == 0 else logging.ERROR
+    log.log(
+        level,
+        "tokenstorm: %s — %s (exit code %d)",
+        result.summary.verdict.upper(),
+        result.summary.reason,
+        result.exit_code,
+    )
+    log.info("tokenstorm: report %s", result.report)
+
+
+def _on_test_stopping(environment: Environment, **_kw: Any) -> None:
+    ctx = context(environment)
+    ctx.stopping = True
+    ctx.flushed_workers.clear()
+
+
+def _on_test_stop(environment: Environment, **_kw: Any) -> None:
+    ctx = context(environment)
+    opts = environment.parsed_options
+    if ctx.is_worker or opts is None or ctx.run_dir is None:
+        return
+    runner = environment.runner
+    if runner is not None and locust_compat.is_master(runner) and runner.user_count > 0:
+        # Locust's quit path: workers are told to quit only after this event, and their last
+        # records arrive with their final reports; the outputs are built at "quitting".
+        ctx.defer_build = True
+        return
+    shipping.wait_for_workers_final_records(environment, ctx)
+    ctx.stopping = False
+    stop_monitor(ctx)
+    ctx.gc_watch.stop()
+    ctx.flush()
+    ctx.write_run_json(vars(opts), environment.host, "stopped", stopped_epoch_s=time.time())
+    _build_outputs(environment, ctx)
+
+
+def _on_quitting(environment: Environment, **_kw: Any) -> None:
+    ctx = context(environment)
+    runner = environment.runner
+    if not ctx.is_worker and runner is not None and locust_compat.is_running(runner):
+        # Locust fires "quitting" before it stops the users (Ctrl-C, SIGTERM, web UI quit):
+        # stop them first so their in-flight requests are recorded and the report is final.
+        runner.stop()
+    if not ctx.is_worker and ctx.run_dir is not None and environment.parsed_options is not None:
+        if ctx.defer_build:
+            shipping.wait_for_workers_final_records(environment, ctx, timeout_s=10.0)
+        if not ctx.report_built:
+            stop_monitor(ctx)
+            ctx.write_run_json(vars(environment.parsed_options), environment.host, "finished",
+                               stopped_epoch_s=time.time())  # fmt: skip
+            _build_outputs(environment, ctx)
+        log.info(
+            "tokenstorm: %d request records in %s",
+            ctx.writer.count if ctx.writer else 0,
+            ctx.run_dir / REQUESTS_FILE,
+        )
+    stop_monitor(ctx)
+    ctx.close()
+    emu = ctx.emulator
+    if emu is not None:
+        emu.stop()
+
+
+_INSTALLED: weakref.WeakSet[Events] = weakref.WeakSet()
+
+
+def install(event_hooks: Events | None = None) -> None:
+    """Register tokenstorm's options and listeners (idempotent)."""
+    ev = event_hooks or events
+    if ev in _INSTALLED:
+        return
+    _INSTALLED.add(ev)
+    ev.init_command_line_parser.add_listener(add_options)
+    ev.init.add_listener(shipping.remember_environment)
+    ev.init.add_listener(_on_init)
+    ev.test_start.add_listener(_on_test_start)
+    ev.test_stopping.add_listener(_on_test_stopping)
+    ev.test_stop.add_listener(_on_test_stop)
+    ev.quitting.add_listener(_on_quitting)
+    ev.report_to_master.add_listener(shipping.on_report_to_master)
+    ev.worker_report.add_listener(shipping.on_worker_report)
+    ev.heartbeat_sent.add_listener(shipping.on_heartbeat_sent)

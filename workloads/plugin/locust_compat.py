@@ -1,0 +1,62 @@
+"""The one place tokenstorm touches Locust beyond its documented extension API.
+
+Locust's runners keep per-worker state (``runner.clients``, ``WorkerNode.state``) and worker
+indexes without a public accessor; everything tokenstorm needs from them goes through these
+functions, so a Locust upgrade that moves them breaks here and only here. (ruff's ``SLF001``
+is on for the whole package; this module is its one allowed exception.)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from locust.env import Environment
+from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
+
+__all__ = ["is_master", "is_running", "is_worker", "live_workers", "missing_workers", "process_role",
+           "worker_client_id", "worker_index"]  # fmt: skip
+
+
+def is_master(runner: Any) -> bool:
+    """A master of distributed workers."""
+    return isinstance(runner, MasterRunner)
+
+
+def is_worker(runner: Any) -> bool:
+    """A worker process (its records go to the master)."""
+    return isinstance(runner, WorkerRunner)
+
+
+def process_role(environment: Environment) -> str:
+    """``"master"``, ``"worker"`` or ``"local"``."""
+    runner = environment.runner
+    return "worker" if is_worker(runner) else "master" if is_master(runner) else "local"
+
+
+def is_running(runner: Any) -> bool:
+    """Users are spawning or running."""
+    return runner is not None and runner.state in (STATE_SPAWNING, STATE_RUNNING)
+
+
+def worker_index(runner: Any) -> int:
+    """This worker's index among the workers (0 on a local runner)."""
+    return int(runner.worker_index) if is_worker(runner) else 0
+
+
+def worker_client_id(runner: Any) -> str:
+    """This process's id in records: the worker's client id, or ``"local"``."""
+    return str(runner.client_id) if is_worker(runner) else "local"
+
+
+def live_workers(runner: Any) -> set[str]:
+    """Ids of the workers a master still hears from."""
+    if not is_master(runner):
+        return set()
+    return {str(c.id) for c in list(runner.clients.values()) if c.state != STATE_MISSING}
+
+
+def missing_workers(runner: Any) -> set[str]:
+    """Ids of the workers Locust marked missing (heartbeats stopped)."""
+    if not is_master(runner):
+        return set()
+    return {str(c.id) for c in list(runner.clients.values()) if c.state == STATE_MISSING}

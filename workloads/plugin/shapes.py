@@ -1,0 +1,97 @@
+"""Load shapes: steps and open-loop arrivals (the capacity search is in :mod:`.capacity`).
+
+* :class:`StepShape` — ``--steps 8x60,16x60,32x120`` (users x seconds, ramped at
+  ``--spawn-rate``): the classic ramp.
+* :class:`OpenLoopUser` — requests arrive at ``--arrival-rate`` per second (``--arrival
+  constant`` or ``poisson``) whether or not earlier ones finished, so a slow server does not
+  slow the offered load (no coordinated omission). Each record's ``send_lag_s`` says how late
+  the client sent it against its schedule. Requests go through the same :func:`send` path as
+  closed-loop users' (the run's options, records, live stats).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import ClassVar
+
+import gevent
+from gevent.pool import Pool
+from locust import LoadTestShape, User, task
+
+from ..client import CompletionRequest, LlmClient
+from ..rundir import ErrorCategory
+from . import locust_compat
+from .context import context
+from .options import parse_steps
+from .users import resolve_model, run_client, send
+
+__all__ = ["OpenLoopUser", "StepShape", "parse_steps"]
+
+
+class StepShape(LoadTestShape):
+    """Users in steps (``--steps``); the test ends after the last step."""
+
+    def tick(self) -> tuple[int, float] | None:
+        if self.runner is None:
+            return None
+        opts = context(self.runner.environment).options
+        elapsed = self.get_run_time()
+        for users, secs in opts.steps or ((1, 60.0),):
+            if elapsed < secs:
+                return users, opts.spawn_rate
+            elapsed -= secs
+        return None
+
+
+class OpenLoopUser(User):
+    """One per process: sends requests at scheduled arrival times, never waiting for replies."""
+
+    fixed_count = 1
+    _max_in_flight: ClassVar[int] = 10_000
+
+    def on_start(self) -> None:
+        env = self.environment
+        self.ctx = context(env)
+        worker = locust_compat.worker_index(env.runner)
+        self.rng = random.Random(f"{self.ctx.options.seed}/open-loop/{worker}")
+        self.idle: list[LlmClient] = []
+        self.pool = Pool(self._max_in_flight)
+        probe = self._client()
+        self.model = resolve_model(env, probe)
+        self.idle.append(probe)
+
+    def _client(self) -> LlmClient:
+        return run_client(self.environment, self.host or "")
+
+    @task
+    def dispatch(self) -> None:
+        """Schedule arrivals forever (until the run stops)."""
+        opts = self.ctx.options
+        rate = opts.arrival_rate  # distributed runs: the rate is per worker process (documented)
+        settings = self.ctx.workload_settings
+        names = [n for n, s in settings.items() if s.weight > 0]
+        weights = [settings[n].weight for n in names]
+        t0 = time.perf_counter()
+        next_t = 0.0
+        while True:
+            next_t += self.rng.expovariate(rate) if opts.poisson else 1.0 / rate
+            delay = t0 + next_t - time.perf_counter()
+            if delay > 0:
+                gevent.sleep(delay)
+            workload = self.rng.choices(names, weights)[0]
+            req = self.ctx.builder(workload).next(self.rng)  # the first request of a new session
+            self.pool.spawn(self._send, req, t0 + next_t)
+
+    def _send(self, req: CompletionRequest, scheduled: float) -> None:
+        client = self.idle.pop() if self.idle else self._client()
+        record = send(self.environment, client, req, self.model, send_lag_s=time.perf_counter() - scheduled)
+        if record.error_category != ErrorCategory.CANCELLED:
+            self.idle.append(client)
+        else:
+            client.close()
+
+    def on_stop(self) -> None:
+        self.pool.kill(block=True, timeout=5)
+        for c in self.idle:
+            c.close()

@@ -1,0 +1,231 @@
+"""Locust users: the LLM user base class, one user class per traffic model, and the one send path.
+
+Every request — closed-loop users here, open-loop arrivals in :mod:`.shapes` — goes through
+:func:`send`: the run's options applied, the request sent by the measuring client, the record
+kept (:meth:`RunContext.emit`) and shown in Locust's live stats. Each traffic model of
+:data:`workloads.traffic.MODELS` gets a user class (``ContractUser``, ``CodeUser``,
+``ChatUser``, ... from :func:`user_class`) with its workload name, Locust tag, weight and wait.
+Requests come from a per-user ``random.Random`` seeded by ``--seed``, the workload, the worker
+and the user's index: the same seed gives the same requests.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+from typing import Any, ClassVar
+
+import gevent
+import gevent.lock
+from locust import User, tag, task
+from locust.env import Environment
+from locust.exception import StopUser
+
+from ..client import CompletionRequest, LlmClient, TargetError
+from ..rundir import ErrorCategory, RequestRecord
+from ..traffic import MODELS, TrafficModel, WorkloadSettings
+from . import locust_compat
+from .context import context
+from .options import RunOptions
+
+__all__ = ["ChatUser", "CodeUser", "ContractUser", "LlmRequestFailed", "LlmUser", "WorkloadUser", "apply_run_options",
+           "resolve_model", "run_client", "send", "user_class", "user_classes"]  # fmt: skip
+
+log = logging.getLogger("tokenstorm")
+
+
+class LlmRequestFailed(Exception):
+    """What Locust shows in its failures table for a failed LLM request."""
+
+
+def run_client(environment: Environment, host: str, user_id: int = 0) -> LlmClient:
+    """An :class:`LlmClient` set up from the run's options — the one way every kind of user gets one."""
+    opts = context(environment).options
+    return LlmClient(
+        host,
+        api_key=opts.api_key or None,
+        timeout_s=opts.request_timeout_s,
+        continuous_usage=opts.continuous_usage,
+        user_id=user_id,
+        worker_id=locust_compat.worker_client_id(environment.runner),
+    )
+
+
+def apply_run_options(opts: RunOptions, req: CompletionRequest, default_max_tokens: int = 128) -> CompletionRequest:
+    """The run's overrides (``--max-tokens``, ``--ignore-eos``, ``--temperature``, ``--extra-body``)
+    applied to ``req`` — for closed-loop and open-loop users alike."""
+    if opts.max_tokens:
+        req.max_tokens = opts.max_tokens
+    elif req.max_tokens is None:
+        req.max_tokens = default_max_tokens
+    if opts.ignore_eos:
+        req.ignore_eos = True
+    if opts.temperature is not None:
+        req.temperature = opts.temperature
+    if opts.extra_body:
+        req.extra_body = {**opts.extra_body, **req.extra_body}
+    return req
+
+
+def send(environment: Environment, client: LlmClient, req: CompletionRequest, model: str,
+         default_max_tokens: int = 128, send_lag_s: float | None = None) -> RequestRecord:  # fmt: skip
+    """Send ``req`` with the run's options, keep its record, show it in the live stats."""
+    ctx = context(environment)
+    record = client.complete(apply_run_options(ctx.options, req, default_max_tokens), model)
+    if send_lag_s is not None:
+        record.send_lag_s = max(0.0, send_lag_s)
+    ctx.emit(record)
+    if record.error_category != ErrorCategory.CANCELLED:  # stopped by the load test: not a result
+        _fire_stats(environment, record)
+    return record
+
+
+def _fire_stats(environment: Environment, record: RequestRecord) -> None:
+    """E2E row for every request (failures carry their category); TTFT and TPOT rows when measured."""
+    fire = environment.events.request.fire
+    if not record.ok:
+        status = f" (HTTP {record.status_code})" if record.status_code else ""
+        rows: list[tuple[str, float | None, int, Exception | None]] = [
+            ("E2E", record.e2e_s or 0.0, 0, LlmRequestFailed(f"{record.error_category}{status}"))
+        ]
+    else:
+        rows = [
+            ("E2E", record.e2e_s or 0.0, record.output_tokens or 0, None),
+            ("TTFT", record.ttft_s, 0, None),
+            ("TPOT", record.tpot_s, 0, None),
+        ]
+    for request_type, seconds, length, exc in rows:
+        if seconds is not None:
+            fire(request_type=request_type, name=record.workload, response_time=seconds * 1000,
+                 response_length=length, exception=exc, context={})  # fmt: skip
+
+
+_MODEL_LOCK = gevent.lock.Semaphore()
+
+
+def resolve_model(environment: Environment, client: LlmClient) -> str:
+    """The model to ask for: ``--model``, else the first one the target lists (asked once per process)."""
+    ctx = context(environment)
+    if ctx.model:
+        return ctx.model
+    with _MODEL_LOCK:
+        if not ctx.model:
+            if ctx.options.model:
+                ctx.model = ctx.options.model
+            else:
+                models = client.list_models()
+                if not models:
+                    raise TargetError("the target serves no models (GET /v1/models is empty)")
+                ctx.model = models[0]
+        return ctx.model
+
+
+class LlmUser(User):
+    """Base class for simulated users of an OpenAI-compatible LLM endpoint.
+
+    Subclasses set ``workload`` (the stats and SLO name) and call :meth:`send` from tasks.
+    Command-line options (``--max-tokens``, ``--ignore-eos``, ``--temperature``,
+    ``--extra-body``) override what a request asks for, so one locustfile serves many sweeps.
+    """
+
+    abstract = True
+    workload: ClassVar[str] = "llm"
+    default_max_tokens: ClassVar[int] = 128
+
+    def on_start(self) -> None:
+        """Open this user's connection and make sure the model is known."""
+        ctx = context(self.environment)
+        self.llm = run_client(self.environment, self.host or "", user_id=id(self) & 0xFFFFFFFF)
+        ctx.worker_id = self.llm.worker_id
+        self.model: str | None = None
+        if ctx.problem:
+            return  # already reported once; send() stops this user quietly
+        try:
+            self.model = resolve_model(self.environment, self.llm)
+        except TargetError as exc:
+            if not ctx.problem:
+                ctx.problem = str(exc)
+                log.error("tokenstorm: %s", exc)
+
+    def on_stop(self) -> None:
+        """Close the connection."""
+        llm = getattr(self, "llm", None)
+        if llm is not None:
+            llm.close()
+
+    def send(self, req: CompletionRequest) -> RequestRecord:
+        """Send one request, record it, and report it to Locust's live stats."""
+        if self.model is None:
+            raise StopUser()  # the target is unusable (reported once in the log)
+        record = send(self.environment, self.llm, req, self.model, self.default_max_tokens)
+        if record.error_category == ErrorCategory.CANCELLED:
+            raise gevent.GreenletExit()  # finish stopping; Locust does not count it either
+        return record
+
+
+class WorkloadUser(LlmUser):
+    """A user of one of tokenstorm's traffic models: runs its sessions one after another."""
+
+    abstract = True
+    traffic: ClassVar[type[TrafficModel]]
+    #: numbers this class's users in this process (part of each user's seed)
+    user_numbers: ClassVar[itertools.count[int]]
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        cls.user_numbers = itertools.count()
+
+    def wait_time(self) -> float:
+        """Seconds between sessions: ``--wait-time`` (N or LO-HI) if given, else the workload's own."""
+        lo, hi = context(self.environment).options.wait_time_s or self.settings.wait_s
+        return random.uniform(lo, hi)
+
+    def on_start(self) -> None:
+        """Seed this user's generator and pick up the run's workload settings."""
+        super().on_start()
+        ctx = context(self.environment)
+        worker = locust_compat.worker_index(self.environment.runner)
+        number = next(type(self).user_numbers)
+        self.rng = random.Random(f"{ctx.options.seed}/{self.workload}/{worker}/{number}")
+        self.settings: WorkloadSettings = ctx.workload_settings[self.workload]
+        self.builder = ctx.builder(self.workload)
+
+    def run_session(self) -> None:
+        """One session of the traffic model: each request sent, each answer handed back to it."""
+        lo, hi = self.settings.think_time_s
+        session = self.builder.session(self.rng)
+        req = next(session, None)
+        while req is not None:
+            record = self.send(req)
+            try:
+                req = session.send(self.llm.last_text if record.ok else None)
+            except StopIteration:
+                return
+            gevent.sleep(self.rng.uniform(lo, hi))  # the user reads, then types the next turn
+
+
+def user_class(name: str) -> type[WorkloadUser]:
+    """The Locust user class of traffic model ``name`` (tagged ``name``, its default weight)."""
+    model = MODELS[name]
+
+    def run(self: WorkloadUser) -> None:
+        self.run_session()
+
+    run.__name__ = run.__qualname__ = name
+    run.__doc__ = f"One {name} session."
+    cls_name = f"{model.__name__}User"
+    attrs = {"__module__": __name__, "__qualname__": cls_name, "__doc__": model.__doc__, "workload": name,
+             "traffic": model, "weight": model.defaults.weight, name: tag(name)(task(run))}  # fmt: skip
+    return type(cls_name, (WorkloadUser,), attrs)
+
+
+def user_classes() -> dict[str, type[WorkloadUser]]:
+    """A user class for every registered traffic model, by class name (for a locustfile's globals)."""
+    return {cls.__name__: cls for cls in (_USER_CLASSES.get(n) or user_class(n) for n in MODELS)}
+
+
+ContractUser = user_class("contract")
+CodeUser = user_class("code")
+ChatUser = user_class("chat")
+_USER_CLASSES = {"contract": ContractUser, "code": CodeUser, "chat": ChatUser}

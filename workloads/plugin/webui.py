@@ -1,0 +1,124 @@
+"""The web UI's tokenstorm tabs: live LLM rows (requests, output tok/s), GPU and vLLM server
+tables, and the live SLO report at ``/tokenstorm/report``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from locust.env import Environment
+
+from ..rundir import CLIENT_BOUND_CPU_PCT, REPORT_FILE
+from .context import context
+
+__all__ = ["extend_web_ui"]
+
+_GPU_COLUMNS = (
+    ("gpu", "GPU"),
+    ("name", "Name"),
+    ("util_gpu_pct", "Util %"),
+    ("mem_used_mib", "Memory used MiB"),
+    ("mem_total_mib", "Memory total MiB"),
+    ("power_w", "Power W"),
+    ("temp_c", "Temp °C"),
+    ("sm_clock_mhz", "SM MHz"),
+)
+_SERVER_COLUMNS = (
+    ("running", "Running"),
+    ("waiting", "Waiting"),
+    ("kv_cache_usage", "KV cache usage"),
+    ("preemptions", "Preemptions"),
+    ("prefix_cache_hits", "Prefix-cache hits"),
+    ("generation_tokens", "Generated tokens"),
+)
+
+
+_CLIENT_BOUND = f"CLIENT-BOUND (load generator CPU > {CLIENT_BOUND_CPU_PCT:g}%)"
+
+
+def _fmt(value: Any) -> Any:
+    return round(value, 3) if isinstance(value, float) else value
+
+
+def extend_web_ui(environment: Environment) -> None:
+    """Add tokenstorm's tabs, tables and report link to Locust's web UI."""
+    from flask import Response, request
+
+    web_ui = environment.web_ui
+    assert web_ui is not None
+    web_ui.template_args["extended_tabs"] = [
+        {"title": "LLM", "key": "tokenstorm"},
+        {"title": "GPU", "key": "tokenstorm-gpu"},
+        {"title": "vLLM server", "key": "tokenstorm-server"},
+    ]
+    web_ui.template_args["extended_tables"] = [
+        {
+            "key": "tokenstorm",
+            "structure": [
+                {"key": "workload", "title": "Workload"},
+                {"key": "requests", "title": "Requests recorded"},
+                {"key": "tokens_per_s", "title": "Output tok/s (10 s)"},
+                {"key": "tokens", "title": "Output tokens"},
+                {"key": "target", "title": "Target"},
+            ],
+        },
+        {"key": "tokenstorm-gpu", "structure": [{"key": k, "title": t} for k, t in _GPU_COLUMNS]},
+        {"key": "tokenstorm-server", "structure": [{"key": k, "title": t} for k, t in _SERVER_COLUMNS]},
+    ]
+
+    app = web_ui.app
+    assert app is not None
+    web_ui.template_args["extended_csv_files"] = [
+        {"href": "./tokenstorm/report", "title": "tokenstorm SLO report (live during a run, final after it)"}
+    ]
+
+    @app.route("/tokenstorm/report")
+    def _report() -> Any:
+        from reports import build_report  # reports is only needed when the page is asked for
+
+        ctx = context(environment)
+        if ctx.run_dir is None:
+            return Response("No run yet: start one, then open this page again.", mimetype="text/plain")
+        ctx.flush()
+        report = ctx.run_dir / REPORT_FILE
+        if not ctx.report_built:  # during a run: rebuild from what is on disk now
+            build_report(ctx.run_dir, ctx.slo_spec)
+        return Response(report.read_text(encoding="utf-8"), mimetype="text/html")
+
+    @app.after_request
+    def _add_llm_stats(response: Any) -> Any:
+        if request.path != "/stats/requests" or not response.is_json:
+            return response
+        ctx = context(environment)
+        target = "SIMULATED (built-in emulator)" if ctx.simulated else (environment.host or "")
+        rows = [
+            {
+                "workload": w,
+                "requests": ctx.requests_by_workload.get(w, 0),
+                "tokens_per_s": round(r.rate(), 1),
+                "tokens": r.total_tokens,
+                "target": target,
+            }
+            for w, r in sorted(ctx.token_rate_by_workload.items())
+        ]
+        rows.append(
+            {
+                "workload": "Total" + (f" — {_CLIENT_BOUND}" if ctx.client_bound else ""),
+                "requests": sum(ctx.requests_by_workload.values()),
+                "tokens_per_s": round(ctx.token_rate.rate(), 1),
+                "tokens": ctx.token_rate.total_tokens,
+                "target": target,
+            }
+        )
+        payload = response.get_json()
+        monitor = ctx.monitor
+        latest_gpu, server = monitor.latest() if monitor is not None else ([], {})
+        gpu_rows = [{k: _fmt(g.get(k)) for k, _ in _GPU_COLUMNS} for g in latest_gpu]
+        server_rows = [{k: _fmt(server.get(k)) for k, _ in _SERVER_COLUMNS}] if server else []
+        payload["extended_stats"] = [
+            {"key": "tokenstorm", "data": rows},
+            {"key": "tokenstorm-gpu", "data": gpu_rows},
+            {"key": "tokenstorm-server", "data": server_rows},
+        ]
+        response.set_data(json.dumps(payload))
+        return response

@@ -1,0 +1,101 @@
+"""The run directory — the contract between the parts — as typed, versioned files.
+
+===================  ===========================  =======================================  =========================
+file                 type                         written by                               read by
+===================  ===========================  =======================================  =========================
+``requests.jsonl``   ``RequestRecord`` per line   plugin (``RunContext`` / ``RecordWriter``)  ``read_requests_frame``
+``run.json``         ``RunMeta``                  plugin (``lifecycle``)                   ``read_run_meta``
+``load.jsonl``       ``LoadSample`` per line      plugin (``monitoring``)                  ``read_load``
+``gpu.jsonl``        ``GpuSample``/``MonitorGap``  ``monitors`` (collector process)          ``read_samples``
+``server.jsonl``     ``ServerSample``/gap         ``monitors`` (collector process)          ``read_samples``
+``capacity.json``    ``CapacityResult``           plugin (``capacity``)                    ``read_capacity``
+``summary.json``     dict (vLLM bench names)      ``reports``                              ``read_summary``
+===================  ===========================  =======================================  =========================
+
+This package imports nothing else of tokenstorm: every other layer may use it.
+"""
+
+from .meta import (
+    CAPACITY_FILE,
+    CLIENT_BOUND_CPU_PCT,
+    EXIT_CODES,
+    EXIT_RUN_FAILED,
+    GPU_FILE,
+    JUNIT_FILE,
+    LOAD_FILE,
+    REPORT_FILE,
+    REQUESTS_FILE,
+    RUN_FILE,
+    RUN_SCHEMA_VERSION,
+    SERVER_FILE,
+    SUMMARY_FILE,
+    SUMMARY_SCHEMA_VERSION,
+    CapacityResult,
+    CapacityStep,
+    LoadSample,
+    LoadWriter,
+    RunMeta,
+    read_capacity,
+    read_load,
+    read_run_meta,
+    read_summary,
+    write_capacity,
+    write_json_atomic,
+    write_run_meta,
+    write_summary,
+)
+from .records import (
+    RECORD_SCHEMA_VERSION,
+    REPORT_COLUMNS,
+    ErrorCategory,
+    RecordTail,
+    RecordWriter,
+    RequestRecord,
+    read_records,
+    read_requests_frame,
+)
+from .samples import MONITOR_SCHEMA_VERSION, GpuSample, MonitorGap, ServerSample, read_samples, to_line
+
+__all__ = [
+    "CAPACITY_FILE",
+    "CLIENT_BOUND_CPU_PCT",
+    "EXIT_CODES",
+    "EXIT_RUN_FAILED",
+    "GPU_FILE",
+    "JUNIT_FILE",
+    "LOAD_FILE",
+    "MONITOR_SCHEMA_VERSION",
+    "RECORD_SCHEMA_VERSION",
+    "REPORT_COLUMNS",
+    "REPORT_FILE",
+    "REQUESTS_FILE",
+    "RUN_FILE",
+    "RUN_SCHEMA_VERSION",
+    "SERVER_FILE",
+    "SUMMARY_FILE",
+    "SUMMARY_SCHEMA_VERSION",
+    "CapacityResult",
+    "CapacityStep",
+    "ErrorCategory",
+    "GpuSample",
+    "LoadSample",
+    "LoadWriter",
+    "MonitorGap",
+    "RecordTail",
+    "RecordWriter",
+    "RequestRecord",
+    "RunMeta",
+    "ServerSample",
+    "read_capacity",
+    "read_load",
+    "read_records",
+    "read_requests_frame",
+    "read_run_meta",
+    "read_samples",
+    "read_summary",
+    "to_line",
+    "write_capacity",
+    "write_json_atomic",
+    "write_run_meta",
+    "write_summary",
+]

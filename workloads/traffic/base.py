@@ -1,0 +1,85 @@
+"""The one small protocol every traffic model follows, and the settings it is configured by.
+
+A traffic model is a class with a ``name`` (its stats rows, SLO scope and Locust tag), its
+``defaults`` (weight, lengths, its own settings), the ``settings`` keys a workload file may set
+for it, its command-line ``options``, and :meth:`TrafficModel.session`: a generator of the
+requests of one user session. Adding a traffic model means adding one module to
+:mod:`workloads.traffic.models` (see that package's docstring).
+"""
+
+from __future__ import annotations
+
+import random
+from abc import ABC, abstractmethod
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..client.client import CompletionRequest
+from .lengths import LengthDist
+from .tokens import TokenCounter
+
+__all__ = ["Option", "Session", "TrafficModel", "WorkloadSettings"]
+
+
+@dataclass(frozen=True)
+class WorkloadSettings:
+    """What one workload sends. A model reads only the fields it lists in ``settings``."""
+
+    name: str
+    weight: int
+    output_tokens: LengthDist
+    prompt_tokens: LengthDist | None = None  # None: the prompts' own length (chat conversations)
+    shared_prefix: float = 0.0  # contract: share of the document identical across requests
+    languages: tuple[str, ...] = ("en", "zh")  # contract
+    endpoint: str = "chat"  # code: chat, completions or both
+    skills: tuple[str, ...] = ("complete", "unit_test", "bug_find")  # code
+    turns: int = 1  # chat
+    think_time_s: tuple[float, float] = (0.0, 0.0)  # between the turns of a session
+    thinking: str = ""  # chat: "", "on" or "off" (chat_template_kwargs.enable_thinking)
+    dataset: str | None = None  # chat
+    wait_s: tuple[float, float] = (1.0, 3.0)  # between a user's sessions (--wait-time overrides)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Option:
+    """A command-line / web-UI option of a traffic model: ``--<model>-<flag>`` (or ``--<flag>``
+    when ``prefixed`` is false) sets the ``setting`` field of its settings."""
+
+    flag: str
+    setting: str
+    help: str
+    prefixed: bool = True
+
+    def dest(self, model: str) -> str:
+        """The attribute name argparse gives the option."""
+        return (f"{model}_{self.flag}" if self.prefixed else self.flag).replace("-", "_")
+
+
+#: A session yields requests; the user sends back each answer's text (``None`` ends it early).
+Session = Generator[CompletionRequest, "str | None", None]
+
+
+class TrafficModel(ABC):
+    """One kind of traffic. Subclasses set the class attributes and implement :meth:`session`."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    defaults: ClassVar[WorkloadSettings]
+    #: WorkloadSettings fields a workload file may set for this model (besides ``weight``)
+    settings: ClassVar[frozenset[str]]
+    options: ClassVar[tuple[Option, ...]] = ()
+
+    def __init__(self, settings: WorkloadSettings, counter: TokenCounter, seed: int = 0) -> None:
+        self.config = settings
+        self.counter = counter
+        self.seed = seed
+
+    @abstractmethod
+    def session(self, rng: random.Random) -> Session:
+        """The requests of one session (one for single-shot models, one per turn for chat)."""
+
+    def next(self, rng: random.Random) -> CompletionRequest:
+        """The first request of a new session (what an open-loop arrival sends)."""
+        return next(self.session(rng))

@@ -1,0 +1,92 @@
+"""Multi-turn chat: a conversation (bundled, or a ShareGPT/JSONL dataset) replayed turn by turn,
+the history growing with each answer, with think time between turns. A dataset entry's
+``max_tokens`` is the output length of its turns; otherwise it is sampled from ``output_tokens``.
+Prompt lengths are the conversations' own.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+from ...client.client import CompletionRequest
+from ..base import Option, Session, TrafficModel, WorkloadSettings
+from ..datasets import Conversation, load_dataset
+from ..lengths import LengthDist
+from ..tokens import TokenCounter
+
+__all__ = ["SYSTEM_PROMPT", "Chat"]
+
+SYSTEM_PROMPT = "You are a helpful assistant."
+_FOLLOW_UPS = ("Can you go into more detail on that?", "Give me a concrete example.",
+               "Summarise that in two sentences.", "What would you do differently?",
+               "请用中文再解释一遍。")  # fmt: skip
+
+
+@cache
+def _bundled_conversations() -> tuple[Conversation, ...]:
+    text = resources.files("workloads.traffic").joinpath("data/chat_conversations.jsonl").read_text("utf-8")
+    return tuple(Conversation(tuple(json.loads(line)["turns"])) for line in text.splitlines() if line.strip())
+
+
+class Chat(TrafficModel):
+    """Multi-turn conversations: pick one, then replay its user turns with growing history."""
+
+    name = "chat"
+    description = "multi-turn chat: growing history, think time between turns, optional dataset"
+    defaults = WorkloadSettings("chat", 2, LengthDist.parse("lognormal:250,0.8"), turns=3, think_time_s=(1.0, 5.0),
+                                wait_s=(1.0, 3.0))  # fmt: skip
+    settings = frozenset({"output_tokens", "turns", "think_time_s", "thinking", "dataset", "wait_s"})
+    options = (
+        Option("output-tokens", "output_tokens", "Chat answer length (default lognormal:250,0.8)"),
+        Option("turns", "turns", "Turns per chat session (default 3)"),
+        Option("think-time", "think_time_s", "Seconds between turns, N or LO-HI (default 1-5)"),
+        Option("thinking", "thinking", "on/off: chat_template_kwargs.enable_thinking; empty: not sent"),
+        Option("dataset", "dataset", "Chat prompts: ShareGPT JSON or JSONL ({'prompt'} / {'messages'}, "
+               "optional 'max_tokens')", prefixed=False),
+    )  # fmt: skip
+
+    def __init__(self, settings: WorkloadSettings, counter: TokenCounter, seed: int = 0) -> None:
+        super().__init__(settings, counter, seed)
+        self.conversations = (
+            tuple(load_dataset(Path(settings.dataset))) if settings.dataset else _bundled_conversations()
+        )
+
+    def session(self, rng: random.Random) -> Session:
+        """One conversation: a request per user turn; each answer joins the history."""
+        conv = rng.choice(self.conversations)
+        history = [{"role": "system", "content": SYSTEM_PROMPT}]
+        for turn in self.turns(rng, conv):
+            history.append({"role": "user", "content": turn})
+            answer = yield self.request(rng, history, conv.max_tokens)
+            if answer is None:
+                return  # the turn failed: a real user would start over
+            history.append({"role": "assistant", "content": answer})
+
+    def turns(self, rng: random.Random, conv: Conversation) -> list[str]:
+        """The user turns of one session (padded with follow-ups up to ``turns``)."""
+        turns = list(conv.turns[: self.config.turns])
+        while len(turns) < self.config.turns:
+            turns.append(rng.choice(_FOLLOW_UPS))
+        return turns
+
+    def request(
+        self, rng: random.Random, history: list[dict[str, str]], max_tokens: int | None = None
+    ) -> CompletionRequest:
+        """The request for the next turn, given the history so far (ending in a user turn)."""
+        s = self.config
+        extra: dict[str, object] = {}
+        if s.thinking:
+            extra["chat_template_kwargs"] = {"enable_thinking": s.thinking == "on"}
+        return CompletionRequest(
+            workload=s.name, endpoint="chat", messages=list(history),
+            max_tokens=max_tokens if max_tokens is not None else s.output_tokens.sample(rng),
+            extra_body=extra, collect_text=True,
+            requested_prompt_tokens=sum(self.counter.count(m["content"]) for m in history),
+        )  # fmt: skip
+
+
+MODEL = Chat

@@ -1,0 +1,161 @@
+"""Workload settings from the command line / web UI, overridden by a workload file.
+
+A workload file (``--workload-file mix.yaml``) defines a mix without code::
+
+    workloads:
+      contract: {weight: 1, prompt_tokens: "uniform:4000-16000", output_tokens: 512,
+                 shared_prefix: 0.8, languages: [zh]}
+      code:     {weight: 3, endpoint: completions, output_tokens: "uniform:16-64"}
+      chat:     {weight: 2, dataset: my_sharegpt.json, thinking: "on", turns: 4}
+
+It is validated before any traffic; an error names the file, the line and the reason. Each
+traffic model accepts only the settings it uses (``TrafficModel.settings``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .base import WorkloadSettings
+from .lengths import LengthDist
+from .models import MODELS
+
+__all__ = ["WorkloadFileError", "apply_workload_file", "default_settings", "settings_from_options"]
+
+
+class WorkloadFileError(ValueError):
+    """An invalid workload file or option; ``str()`` is ``FILE:LINE: reason`` or ``--option: reason``."""
+
+
+def default_settings() -> dict[str, WorkloadSettings]:
+    """Every registered traffic model's defaults."""
+    return {name: model.defaults for name, model in MODELS.items()}
+
+
+def _convert(name: str, value: Any) -> Any:
+    if name in ("prompt_tokens", "output_tokens"):
+        return LengthDist.parse(value)
+    if name == "weight":
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError("weight must be a whole number >= 0")
+        return value
+    if name == "shared_prefix":
+        v = float(value)
+        if not 0 <= v <= 1:
+            raise ValueError("shared_prefix is a share between 0 and 1")
+        return v
+    if name in ("languages", "skills"):
+        raw_items = value if isinstance(value, list) else str(value).split(",")
+        items = tuple(str(x).strip() for x in raw_items if str(x).strip())
+        allowed = ("en", "zh") if name == "languages" else ("complete", "unit_test", "bug_find")
+        bad = [x for x in items if x not in allowed]
+        if bad or not items:
+            raise ValueError(f"{name} must be a list of {', '.join(allowed)}")
+        return items
+    if name == "endpoint":
+        if value not in ("chat", "completions", "both"):
+            raise ValueError("endpoint must be chat, completions or both")
+        return value
+    if name == "turns":
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError("turns must be a whole number >= 1")
+        return value
+    if name in ("think_time_s", "wait_s"):
+        lo, _, hi = str(value).partition("-")
+        try:
+            low, high = float(lo), float(hi or lo)
+        except ValueError:
+            raise ValueError("expected SECONDS or LO-HI seconds, e.g. 1-5") from None
+        if low < 0 or high < low:
+            raise ValueError("think time is SECONDS or LO-HI seconds")
+        return (low, high)
+    if name == "thinking":
+        word = "on" if value is True else "off" if value is False else str(value or "")
+        if word not in ("", "on", "off"):
+            raise ValueError("thinking must be on, off or empty")
+        return word
+    if name == "dataset":
+        return str(value) if value else None
+    raise ValueError(f"unknown setting {name!r}")
+
+
+
+def settings_from_options(opts: Any) -> dict[str, WorkloadSettings]:
+    """Settings for every workload: defaults < options < weights option/env < workload file."""
+    settings = default_settings()
+    for workload, model in MODELS.items():
+        for option in model.options:
+            attr = option.dest(workload)
+            value = getattr(opts, attr, None)
+            if value in (None, "", 0):
+                continue
+            try:
+                settings[workload] = replace(settings[workload], **{option.setting: _convert(option.setting, value)})
+            except ValueError as exc:
+                raise WorkloadFileError(f"--{attr.replace('_', '-')}: {exc}") from None
+    weights = getattr(opts, "weights", "") or os.environ.get("TOKENSTORM_WEIGHTS", "")
+    if weights:
+        for item in str(weights).split(","):
+            name, _, w = item.partition("=")
+            name = name.strip()
+            if name not in settings or not w.strip().isdigit():
+                raise WorkloadFileError(f"--weights: {item!r} is not WORKLOAD=N with WORKLOAD one of "
+                                        f"{', '.join(MODELS)}")  # fmt: skip
+            settings[name] = replace(settings[name], weight=int(w))
+    path = getattr(opts, "workload_file", "") or ""
+    if path:
+        settings = apply_workload_file(Path(path), settings)
+    return settings
+
+
+def apply_workload_file(path: Path, settings: dict[str, WorkloadSettings]) -> dict[str, WorkloadSettings]:
+    """Override ``settings`` from a workload file; validate everything first."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise WorkloadFileError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise WorkloadFileError(f"{path}:{mark.line + 1 if mark else 1}: not valid YAML") from None
+    if not isinstance(root, yaml.MappingNode) or [k.value for k, _ in root.value] != ["workloads"]:
+        raise WorkloadFileError(f"{path}:1: expected one top-level key 'workloads'")
+    out = dict(settings)
+    _, body = root.value[0]
+    if not isinstance(body, yaml.MappingNode):
+        raise WorkloadFileError(f"{path}:{body.start_mark.line + 1}: 'workloads' maps names to settings")
+    for name_node, conf in body.value:
+        name = name_node.value
+        if name not in out:
+            raise WorkloadFileError(f"{path}:{name_node.start_mark.line + 1}: unknown workload {name!r} "
+                                    f"(known: {', '.join(MODELS)})")  # fmt: skip
+        if not isinstance(conf, yaml.MappingNode):
+            raise WorkloadFileError(f"{path}:{conf.start_mark.line + 1}: {name}: expected key: value settings")
+        known = {"weight", *MODELS[name].settings}
+        for key_node, value_node in conf.value:
+            key = {"think_time": "think_time_s", "wait": "wait_s"}.get(key_node.value, key_node.value)
+            line = key_node.start_mark.line + 1
+            if key not in known:
+                raise WorkloadFileError(f"{path}:{line}: {name}: unknown setting {key_node.value!r} "
+                                        f"(settings of {name}: {', '.join(sorted(known))})")  # fmt: skip
+            value = yaml.safe_load(yaml.serialize(value_node))
+            try:
+                converted = _convert(key, value)
+            except ValueError as exc:
+                raise WorkloadFileError(f"{path}:{line}: {name}.{key_node.value}: {exc}") from None
+            if key == "dataset" and converted and not (path.parent / converted).exists() \
+                    and not Path(converted).exists():  # fmt: skip
+                raise WorkloadFileError(f"{path}:{line}: {name}.dataset: no file {converted!r}")
+            if key == "dataset" and converted and not Path(converted).is_absolute():
+                candidate = path.parent / converted
+                converted = str(candidate) if candidate.exists() else converted
+            out[name] = replace(out[name], **{key: converted})
+    return out
