@@ -4,6 +4,8 @@ It runs in its own process so that the load generator's gevent scheduling never 
 the timings it imposes. Every chunk is written at an absolute deadline on the event loop's
 monotonic clock, and the times it was really written are kept per request (``/emulator/truth``
 and the optional truth log) so tests can compare the client's measurements with the truth.
+The OpenAI-compatible JSON bodies live in ``_payloads``; this module holds the HTTP plumbing,
+the pacing and capacity model, fault injection and the truth record.
 """
 
 from __future__ import annotations
@@ -23,42 +25,10 @@ from typing import Any, TextIO
 
 from ._config import FAULT_KINDS, EmulatorConfig
 from ._metrics import EmulatorMetrics
+from ._payloads import Plan, estimate_prompt_tokens, filler_text, sse_event, usage_event, whole_response
 
 __all__ = ["EmulatorServer"]
 
-_WORDS = [
-    "the",
-    "model",
-    "returns",
-    "tokens",
-    "at",
-    "a",
-    "steady",
-    "pace",
-    "while",
-    "the",
-    "scheduler",
-    "batches",
-    "requests",
-    "and",
-    "the",
-    "cache",
-    "holds",
-    "keys",
-    "values",
-    "for",
-    "every",
-    "sequence",
-    "in",
-    "flight",
-    "合同",
-    "违约",
-    "责任",
-    "条款",
-    "def",
-    "return",
-    "self",
-]
 _REASONS = {
     200: "OK",
     400: "Bad Request",
@@ -197,7 +167,7 @@ class EmulatorServer:
                 status,
                 {"error": {"message": f"emulated HTTP {status}", "type": "EmulatedError", "code": status}},
             )
-        prompt_tokens = _estimate_prompt_tokens(body, chat)
+        prompt_tokens = estimate_prompt_tokens(body, chat)
         max_tokens = body.get("max_tokens") or body.get("max_completion_tokens")
         if not isinstance(max_tokens, int) or max_tokens < 1:
             max_tokens = max(1, self.config.max_model_len - prompt_tokens)
@@ -221,7 +191,7 @@ class EmulatorServer:
         opts = body.get("stream_options") or {}
         include_usage = isinstance(opts, dict) and bool(opts.get("include_usage"))
         continuous = isinstance(opts, dict) and bool(opts.get("continuous_usage_stats"))
-        plan = _Plan(
+        plan = Plan(
             chat,
             str(body.get("model", self.config.model)),
             prompt_tokens,
@@ -249,7 +219,7 @@ class EmulatorServer:
             else:
                 await _sleep_until(start + truth.imposed_ttft_s + self.config.itl_s * (output_tokens - 1))
                 generated = output_tokens
-                keep = await _send_json(writer, 200, _whole_response(plan, self._text(output_tokens)))
+                keep = await _send_json(writer, 200, whole_response(plan, filler_text(self._rng, output_tokens)))
             if keep or fault is None:
                 e2e = time.perf_counter() - arrived
                 self.metrics.e2e.labels(**self.metrics.lab()).observe(e2e)
@@ -263,7 +233,7 @@ class EmulatorServer:
             self._record_truth(truth)
 
     async def _stream(
-        self, writer: asyncio.StreamWriter, plan: _Plan, truth: _Truth, arrived: float, start: float, fault: str | None
+        self, writer: asyncio.StreamWriter, plan: Plan, truth: _Truth, arrived: float, start: float, fault: str | None
     ) -> tuple[bool, int]:
         cfg = self.config
         head = (
@@ -276,7 +246,7 @@ class EmulatorServer:
         if plan.chat:
             writer.write(
                 _chunk(
-                    _event(
+                    sse_event(
                         plan, rid, created, {"role": "assistant", "content": ""}, None, 0 if plan.continuous else None
                     )
                 )
@@ -308,7 +278,7 @@ class EmulatorServer:
                 if fault == "stall":
                     await asyncio.sleep(cfg.stall_s)
             finish = plan.finish if sent_tokens + k == plan.output_tokens else None
-            text = self._text(k)
+            text = filler_text(self._rng, k)
             if cfg.empty_chunk_share and self._rng.random() < cfg.empty_chunk_share:
                 text = ""
             if plan.chat:
@@ -317,7 +287,7 @@ class EmulatorServer:
             else:
                 delta = {"text": text}
             sent_tokens += k
-            writer.write(_chunk(_event(plan, rid, created, delta, finish, sent_tokens if plan.continuous else None)))
+            writer.write(_chunk(sse_event(plan, rid, created, delta, finish, sent_tokens if plan.continuous else None)))
             now = time.perf_counter()
             if prev_t is None:
                 truth.ttft_s = now - arrived
@@ -331,15 +301,7 @@ class EmulatorServer:
                 await writer.drain()
         self._kv_tokens -= sent_tokens
         if plan.include_usage:
-            usage = {
-                "id": rid,
-                "object": _object(plan),
-                "created": created,
-                "model": plan.model,
-                "choices": [],
-                "usage": _usage(plan.prompt_tokens, sent_tokens),
-            }
-            writer.write(_chunk(b"data: " + json.dumps(usage).encode() + b"\n\n"))
+            writer.write(_chunk(usage_event(plan, rid, created, sent_tokens)))
         if fault != "no_done":
             writer.write(_chunk(b"data: [DONE]\n\n"))
         writer.write(b"0\r\n\r\n")
@@ -355,10 +317,6 @@ class EmulatorServer:
                 return kind
         return None
 
-    def _text(self, n_tokens: int) -> str:
-        words = _WORDS
-        return "".join(" " + words[self._rng.randrange(len(words))] for _ in range(n_tokens))
-
     def _refresh_gauges(self) -> None:
         lab = self.metrics.lab()
         self.metrics.running.labels(**lab).set(self._running)
@@ -370,82 +328,6 @@ class EmulatorServer:
         if self._truth_fh is not None:
             self._truth_fh.write(json.dumps(_truth_dict(truth)) + "\n")
             self._truth_fh.flush()
-
-
-@dataclass(slots=True)
-class _Plan:
-    chat: bool
-    model: str
-    prompt_tokens: int
-    output_tokens: int
-    finish: str
-    reasoning_tokens: int
-    include_usage: bool
-    continuous: bool
-
-
-def _object(plan: _Plan) -> str:
-    return "chat.completion.chunk" if plan.chat else "text_completion"
-
-
-def _usage(prompt: int, completion: int) -> dict[str, int]:
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
-
-
-def _event(
-    plan: _Plan, rid: str, created: int, delta: dict[str, Any], finish: str | None, usage_tokens: int | None
-) -> bytes:
-    if plan.chat:
-        choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-    else:
-        choice = {"index": 0, "text": delta["text"], "logprobs": None, "finish_reason": finish, "stop_reason": None}
-    obj: dict[str, Any] = {
-        "id": rid,
-        "object": _object(plan),
-        "created": created,
-        "model": plan.model,
-        "choices": [choice],
-    }
-    if usage_tokens is not None:
-        obj["usage"] = _usage(plan.prompt_tokens, usage_tokens)
-    return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
-
-
-def _whole_response(plan: _Plan, text: str) -> dict[str, Any]:
-    if plan.chat:
-        choice: dict[str, Any] = {
-            "index": 0,
-            "message": {"role": "assistant", "content": text},
-            "finish_reason": plan.finish,
-        }
-        obj = "chat.completion"
-    else:
-        choice = {"index": 0, "text": text, "finish_reason": plan.finish}
-        obj = "text_completion"
-    return {
-        "id": "cmpl-" + uuid.uuid4().hex[:24],
-        "object": obj,
-        "created": int(time.time()),
-        "model": plan.model,
-        "choices": [choice],
-        "usage": _usage(plan.prompt_tokens, plan.output_tokens),
-    }
-
-
-def _estimate_prompt_tokens(body: dict[str, Any], chat: bool) -> int:
-    if chat:
-        parts: list[str] = []
-        for msg in body.get("messages") or []:
-            content = msg.get("content") if isinstance(msg, dict) else None
-            if isinstance(content, str):
-                parts.append(content)
-            elif isinstance(content, list):
-                parts.extend(str(p.get("text", "")) for p in content if isinstance(p, dict))
-        text = "\n".join(parts)
-    else:
-        prompt = body.get("prompt", "")
-        text = prompt if isinstance(prompt, str) else json.dumps(prompt)
-    return max(1, round(len(text.encode("utf-8")) / 4))
 
 
 def _truth_dict(t: _Truth) -> dict[str, Any]:

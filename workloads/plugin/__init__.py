@@ -11,23 +11,35 @@
 * :mod:`.locust_compat` — the one place that touches Locust's internals.
 """
 
-from ..rundir import EXIT_RUN_FAILED
-from .capacity import CapacitySearchShape
-from .context import RunContext, context
-from .lifecycle import install
-from .options import OptionError, RunOptions, parse_steps
-from .shapes import OpenLoopUser, StepShape
-from .users import (
-    ChatUser,
-    CodeUser,
-    ContractUser,
-    LlmRequestFailed,
-    LlmUser,
-    WorkloadUser,
-    send,
-    user_class,
-    user_classes,
-)
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# Names are loaded on first use (PEP 562): importing Locust monkey-patches the process, so
+# ``workloads.plugin.options`` and friends stay importable without it (tests, tools).
+_HOMES = {
+    "EXIT_RUN_FAILED": "..rundir",
+    "CapacitySearchShape": ".capacity",
+    "RunContext": ".context",
+    "context": ".context",
+    "install": ".lifecycle",
+    "OptionError": ".options",
+    "RunOptions": ".options",
+    "parse_steps": ".options",
+    "OpenLoopUser": ".shapes",
+    "StepShape": ".shapes",
+    **dict.fromkeys(("ChatUser", "CodeUser", "ContractUser", "LlmRequestFailed", "LlmUser", "WorkloadUser", "send",
+                     "user_class", "user_classes"), ".users"),  # fmt: skip
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(home, __name__), name)
+
 
 __all__ = [
     "EXIT_RUN_FAILED",

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 
 def test_open_loop_sends_at_its_rate_against_a_slow_server(locust_runner) -> None:  # type: ignore[no-untyped-def]
@@ -32,7 +33,7 @@ def test_capacity_search_finds_the_emulators_saturation_point(locust_runner, tmp
     slo.write_text("slos:\n  code:\n    ttft_ms: {p95: 300}\n    error_rate: {max: 0.01}\n")
     # 12 sequences at once; beyond that requests queue for a slot and TTFT jumps past 300 ms.
     run = locust_runner(
-        "code.py,locustfiles/shape_capacity.py", "--slo", str(slo), "--wait-time", "0", "--max-tokens", "20",
+        "code_completion.py,locustfiles/shape_capacity.py", "--slo", str(slo), "--wait-time", "0", "--max-tokens", "20",
         "--ignore-eos", "--capacity-start", "3", "--capacity-step", "3", "--capacity-step-time", "4",
         "--emulator-args", "--max-num-seqs 12 --ttft-ms 200 --itl-ms 10 --prefill-us-per-token 0",
     )  # fmt: skip
@@ -41,6 +42,25 @@ def test_capacity_search_finds_the_emulators_saturation_point(locust_runner, tmp
     assert abs(capacity["highest_users_that_held"] - 12) <= 1.2, capacity
     assert capacity["broke_at_users"] == 15
     assert "highest load that held: 12 users" in run.output
+
+
+@pytest.mark.parametrize("metric", ["itl_ms", "tpot_ms"])
+def test_capacity_search_judges_itl_and_tpot_targets_too(locust_runner, tmp_path: Path, metric: str) -> None:  # type: ignore[no-untyped-def]
+    # Every token takes 10 ms: a 5 ms ITL/TPOT target breaks at the first step, however few users.
+    # (The search once judged only TTFT, E2E and errors, and would have said both steps held.)
+    slo = tmp_path / "slo.yaml"
+    slo.write_text(f"slos:\n  code:\n    {metric}: {{p50: 5}}\n")
+    run = locust_runner(
+        "code_completion.py,locustfiles/shape_capacity.py", "--slo", str(slo), "--wait-time", "0",
+        "--max-tokens", "20", "--ignore-eos", "--capacity-start", "2", "--capacity-step", "2",
+        "--capacity-step-time", "3", "--capacity-max", "4", "--emulator-args", "--ttft-ms 20 --itl-ms 10",
+    )  # fmt: skip
+    assert run.run_dir is not None, run.output[-2000:]
+    capacity = json.loads((run.run_dir / "capacity.json").read_text())
+    assert capacity["broke_at_users"] == 2 and capacity["highest_users_that_held"] is None, capacity
+    (step,) = capacity["steps"]
+    measured = step["measured"][f"code {metric} p50"]
+    assert step["requests"] > 0 and 9 < measured < 13, step  # the emulator's 10 ms per token
 
 
 def test_poisson_arrivals_have_exponential_gaps(locust_runner) -> None:  # type: ignore[no-untyped-def]
@@ -54,8 +74,8 @@ def test_poisson_arrivals_have_exponential_gaps(locust_runner) -> None:  # type:
 
 
 def test_step_shape_and_warmup(locust_runner) -> None:  # type: ignore[no-untyped-def]
-    run = locust_runner("code.py,locustfiles/shape_steps.py", "--steps", "2x3,5x3", "--spawn-rate", "50",
-                        "--wait-time", "0", "--max-tokens", "5", "--warmup", "2", "--no-server-metrics",
+    run = locust_runner("code_completion.py,locustfiles/shape_steps.py", "--steps", "2x3,5x3", "--spawn-rate", "50",
+                        "--wait-time", "0", "--max-tokens", "5", "--warmup", "2", "--no-server-metrics", "--gpus", "4",
                         "--emulator-args", "--ttft-ms 50 --itl-ms 5")  # fmt: skip
     assert run.returncode == 0, run.output[-2000:]
     load = [json.loads(line) for line in (run.run_dir / "load.jsonl").read_text().splitlines()]
@@ -69,6 +89,11 @@ def test_step_shape_and_warmup(locust_runner) -> None:  # type: ignore[no-untype
     summary = json.loads((run.run_dir / "summary.json").read_text())
     judged = [r for r in records if not r["warmup"] and r["error_category"] != "cancelled"]
     assert summary["requests"] == len(judged) < len(records)
+    # --gpus: per-GPU throughput when no GPU samples say how many there are
+    assert summary["num_gpus"] == 4
+    assert summary["output_throughput_per_gpu"] == pytest.approx(summary["output_throughput"] / 4)
+    # The load generator's own CPU from the first second on (Locust's figure read 0.0 for ~20 s).
+    assert all(row["cpu"]["local"] > 0 for row in load[1:]), load
 
 
 def test_server_metrics_cli_reads_a_vllm_style_endpoint() -> None:

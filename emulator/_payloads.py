@@ -1,0 +1,151 @@
+"""The OpenAI-compatible JSON the emulator reads and writes.
+
+What a completion request asks for (its prompt's size in tokens), the filler text it answers
+with, and the bodies it sends: a whole (non-streamed) response, or a stream's SSE events and
+its closing usage event. HTTP framing (status line, chunked encoding) is the server's business.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Plan", "estimate_prompt_tokens", "filler_text", "sse_event", "usage_event", "whole_response"]
+
+_WORDS = [
+    "the",
+    "model",
+    "returns",
+    "tokens",
+    "at",
+    "a",
+    "steady",
+    "pace",
+    "while",
+    "the",
+    "scheduler",
+    "batches",
+    "requests",
+    "and",
+    "the",
+    "cache",
+    "holds",
+    "keys",
+    "values",
+    "for",
+    "every",
+    "sequence",
+    "in",
+    "flight",
+    "合同",
+    "违约",
+    "责任",
+    "条款",
+    "def",
+    "return",
+    "self",
+]
+
+
+@dataclass(slots=True)
+class Plan:
+    """What one completion will answer: its endpoint, sizes, finish reason and usage options."""
+
+    chat: bool
+    model: str
+    prompt_tokens: int
+    output_tokens: int
+    finish: str
+    reasoning_tokens: int
+    include_usage: bool
+    continuous: bool
+
+
+def filler_text(rng: random.Random, n_tokens: int) -> str:
+    """``n_tokens`` words drawn from ``rng``, each with a leading space (one word per token)."""
+    words = _WORDS
+    return "".join(" " + words[rng.randrange(len(words))] for _ in range(n_tokens))
+
+
+def estimate_prompt_tokens(body: dict[str, Any], chat: bool) -> int:
+    """The prompt's size in tokens, estimated as its UTF-8 bytes / 4 (at least 1)."""
+    if chat:
+        parts: list[str] = []
+        for msg in body.get("messages") or []:
+            content = msg.get("content") if isinstance(msg, dict) else None
+            if isinstance(content, str):
+                parts.append(content)
+            elif isinstance(content, list):
+                parts.extend(str(p.get("text", "")) for p in content if isinstance(p, dict))
+        text = "\n".join(parts)
+    else:
+        prompt = body.get("prompt", "")
+        text = prompt if isinstance(prompt, str) else json.dumps(prompt)
+    return max(1, round(len(text.encode("utf-8")) / 4))
+
+
+def _object(plan: Plan) -> str:
+    return "chat.completion.chunk" if plan.chat else "text_completion"
+
+
+def _usage(prompt: int, completion: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def sse_event(
+    plan: Plan, rid: str, created: int, delta: dict[str, Any], finish: str | None, usage_tokens: int | None
+) -> bytes:
+    """One ``data:`` event of a stream carrying ``delta``; with usage so far when ``usage_tokens`` is given."""
+    if plan.chat:
+        choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+    else:
+        choice = {"index": 0, "text": delta["text"], "logprobs": None, "finish_reason": finish, "stop_reason": None}
+    obj: dict[str, Any] = {
+        "id": rid,
+        "object": _object(plan),
+        "created": created,
+        "model": plan.model,
+        "choices": [choice],
+    }
+    if usage_tokens is not None:
+        obj["usage"] = _usage(plan.prompt_tokens, usage_tokens)
+    return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
+
+
+def usage_event(plan: Plan, rid: str, created: int, completion_tokens: int) -> bytes:
+    """The choice-less ``data:`` event that ends a stream asked for ``include_usage``."""
+    usage = {
+        "id": rid,
+        "object": _object(plan),
+        "created": created,
+        "model": plan.model,
+        "choices": [],
+        "usage": _usage(plan.prompt_tokens, completion_tokens),
+    }
+    return b"data: " + json.dumps(usage).encode() + b"\n\n"
+
+
+def whole_response(plan: Plan, text: str) -> dict[str, Any]:
+    """The JSON body of a non-streamed completion answering ``text``."""
+    if plan.chat:
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": {"role": "assistant", "content": text},
+            "finish_reason": plan.finish,
+        }
+        obj = "chat.completion"
+    else:
+        choice = {"index": 0, "text": text, "finish_reason": plan.finish}
+        obj = "text_completion"
+    return {
+        "id": "cmpl-" + uuid.uuid4().hex[:24],
+        "object": obj,
+        "created": int(time.time()),
+        "model": plan.model,
+        "choices": [choice],
+        "usage": _usage(plan.prompt_tokens, plan.output_tokens),
+    }

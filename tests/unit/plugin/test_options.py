@@ -1,0 +1,45 @@
+"""Every option is parsed once into a frozen RunOptions; a bad value names the option."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+import pytest
+
+from workloads.plugin.options import OptionError, RunOptions
+
+
+def test_defaults_and_typed_values() -> None:
+    assert RunOptions.parse(None) == RunOptions()
+    opts = RunOptions.parse(SimpleNamespace(
+        max_tokens=64, temperature="0.7", extra_body='{"top_k": 5}', wait_time="0.5-2", steps="2x10,4x20",
+        arrival="constant", arrival_rate=12.5, no_continuous_usage=True, api_key="sk-secret", gpus=8))  # fmt: skip
+    assert (opts.max_tokens, opts.temperature, opts.extra_body) == (64, 0.7, {"top_k": 5})
+    assert (opts.wait_time_s, opts.steps, opts.poisson, opts.arrival_rate) == ((0.5, 2.0), ((2, 10.0), (4, 20.0)),
+                                                                               False, 12.5)  # fmt: skip
+    assert not opts.continuous_usage and opts.gpus == 8
+    assert "sk-secret" not in repr(opts)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opts.max_tokens = 1  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("max_tokens", -5, r"--max-tokens -5: must be >= 0"),
+        ("temperature", "abc", r"--temperature 'abc': not a number"),
+        ("request_timeout", -1.0, r"--request-timeout -1.0: must be > 0"),
+        ("wait_time", "abc", r"--wait-time 'abc': expected SECONDS or LO-HI"),
+        ("wait_time", "3-1", r"--wait-time '3-1': seconds >= 0, LO <= HI"),
+        ("steps", "8x", r"--steps '8x': expected USERSxSECONDS"),
+        ("arrival_rate", -1.0, r"--arrival-rate -1.0: must be > 0"),
+        ("extra_body", "{nope", r"--extra-body is not valid JSON"),
+        ("extra_body", "[1, 2]", r"--extra-body: expected a JSON object"),
+        ("monitor_interval", 0.0, r"--monitor-interval 0.0: must be > 0"),
+        ("capacity_step", 0, r"--capacity-step 0: must be >= 1"),
+    ],
+)  # fmt: skip
+def test_a_bad_value_names_the_option(name: str, value: object, message: str) -> None:
+    with pytest.raises(OptionError, match=message):
+        RunOptions.parse(SimpleNamespace(**{name: value}))

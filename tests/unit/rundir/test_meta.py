@@ -1,0 +1,86 @@
+"""The run directory's small files read back as they were written — and as tokenstorm 0.1 wrote them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from workloads.rundir import (
+    CapacityResult,
+    CapacityStep,
+    LoadSample,
+    LoadWriter,
+    read_capacity,
+    read_load,
+    read_run_meta,
+    read_summary,
+    write_capacity,
+    write_run_meta,
+    write_summary,
+)
+
+#: run.json as tokenstorm 0.1 wrote it (before the typed schema), plus a key a newer writer might add.
+RUN_JSON_0_1 = {
+    "schema": 1, "target": "http://gpu:8000", "simulated": False, "model": "m", "started_epoch_s": 100.0,
+    "host": "box", "pid": 7, "versions": {"locust": "2.47.0"}, "options": {"gpus": 4, "slo": "slo.yaml"},
+    "workers_seen": ["local"], "requests_by_workload": {"chat": 3}, "records": 3, "status": "finished",
+    "problem": None, "slo_spec_text": "slos: {}", "slo_spec_source": "slo.yaml", "workers_lost": {},
+    "client_bound": [], "gc": {"collections": [1, 0, 0]}, "stopped_epoch_s": 160.0, "added_later": {"x": 1},
+}  # fmt: skip
+
+
+def test_run_json_of_0_1_reads_and_writes_back_unchanged(tmp_path: Path) -> None:
+    (tmp_path / "run.json").write_text(json.dumps(RUN_JSON_0_1))
+    meta = read_run_meta(tmp_path)
+    assert meta is not None
+    assert (meta.status, meta.model, meta.started_epoch_s, meta.option("gpus")) == ("finished", "m", 100.0, 4)
+    assert meta.option("missing", "default") == "default"
+    assert meta.extra == {"added_later": {"x": 1}}
+    write_run_meta(tmp_path, meta)
+    assert json.loads((tmp_path / "run.json").read_text()) == RUN_JSON_0_1
+
+
+def test_a_newer_schema_is_refused_with_the_file_named(tmp_path: Path) -> None:
+    (tmp_path / "run.json").write_text(json.dumps({**RUN_JSON_0_1, "schema": 99}))
+    with pytest.raises(ValueError, match=r"run\.json: schema 99 is newer"):
+        read_run_meta(tmp_path)
+    (tmp_path / "summary.json").write_text(json.dumps({"schema": 99}))
+    with pytest.raises(ValueError, match=r"summary\.json: schema 99 is newer"):
+        read_summary(tmp_path)
+    assert read_run_meta(tmp_path / "nothing-here") is None
+
+
+def test_load_samples_round_trip_and_a_torn_line_is_skipped(tmp_path: Path) -> None:
+    writer = LoadWriter(tmp_path)
+    writer.write(LoadSample(1.0, 4, {"local": 37.5}))
+    writer.write(LoadSample(2.0, 8, {"w1": 12.0, "w2": 95.0}))
+    writer.close()
+    with (tmp_path / "load.jsonl").open("a") as fh:
+        fh.write('{"epoch_s": 3.0, "us')  # a crash mid-line
+    assert read_load(tmp_path) == [LoadSample(1.0, 4, {"local": 37.5}), LoadSample(2.0, 8, {"w1": 12.0, "w2": 95.0})]
+    # 0.1 wrote the same fields with json.dumps
+    (tmp_path / "load.jsonl").write_text('{"epoch_s": 5.5, "users": 2, "cpu": {"local": 0.0}}\n')
+    assert read_load(tmp_path) == [LoadSample(5.5, 2, {"local": 0.0})]
+
+
+def test_capacity_round_trip_and_0_1_file(tmp_path: Path) -> None:
+    result = CapacityResult(6, 8, [CapacityStep(6, 40, True, {"code ttft_ms p95": 120.0}),
+                                   CapacityStep(8, 51, False, {"code ttft_ms p95": None})])  # fmt: skip
+    write_capacity(tmp_path, result)
+    assert read_capacity(tmp_path) == result
+    (tmp_path / "capacity.json").write_text(json.dumps(
+        {"highest_users_that_held": 12, "broke_at_users": 15,
+         "steps": [{"users": 12, "requests": 99, "held": True, "measured": {"code ttft_ms p95": 250.0}}]}))  # fmt: skip
+    old = read_capacity(tmp_path)
+    assert old is not None and old.highest_users_that_held == 12
+    assert old.steps[0].measured == {"code ttft_ms p95": 250.0}
+
+
+def test_summary_carries_its_version_and_0_1_files_read(tmp_path: Path) -> None:
+    write_summary(tmp_path, {"completed": 3, "verdict": "passed"})
+    assert read_summary(tmp_path) == {"completed": 3, "verdict": "passed", "schema": 1}
+    (tmp_path / "summary.json").write_text(json.dumps({"completed": 2}))  # 0.1: no schema key
+    assert read_summary(tmp_path) == {"completed": 2}
+

@@ -1,0 +1,113 @@
+"""The architecture stays as README's layout section describes it: layers, no cycles, small modules,
+locustfiles that leave the interpreter as they found it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import grimp
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("workloads", "reports", "monitors", "emulator")
+
+
+def test_import_contracts_hold() -> None:
+    """import-linter's contracts in pyproject.toml: plugin > traffic > client > rundir, Locust only in the plugin..."""
+    lint = Path(sys.executable).with_name("lint-imports")
+    proc = subprocess.run([str(lint)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "0 broken" in proc.stdout
+
+
+def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    out: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph.modules):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.find_modules_directly_imported_by(root))))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in graph.modules:
+                    continue
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.find_modules_directly_imported_by(child)))))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        out.append(sorted(component))
+    return out
+
+
+def test_no_import_cycles_even_through_imports_inside_functions() -> None:
+    graph = grimp.build_graph(*PACKAGES)
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_cycle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pkg = tmp_path / "cyc"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def f():\n    from . import b\n")
+    (pkg / "b.py").write_text("from . import a\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert _cycles(grimp.build_graph("cyc", cache_dir=None)) == [["cyc.a", "cyc.b"]]
+
+
+def test_no_module_is_over_400_lines() -> None:
+    big = {str(p.relative_to(ROOT)): n for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")
+           if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400}  # fmt: skip
+    assert big == {}
+
+
+@pytest.mark.parametrize("locustfile", sorted(p.name for p in (ROOT / "locustfiles").glob("*.py")))
+def test_loading_a_locustfile_leaves_sys_path_and_the_standard_library_alone(locustfile: str, tmp_path: Path) -> None:
+    """Locust imports a locustfile under its file name and then deletes ``sys.path[0]``: a locustfile
+    named like a standard-library module replaces it, and one that edits ``sys.path`` loses an entry."""
+    probe = (
+        "import os, sys, json\n"
+        "from locust.util.load_locustfile import load_locustfile\n"
+        "before = list(sys.path)\n"
+        f"load_locustfile({str(ROOT / 'locustfiles' / locustfile)!r})\n"
+        "import code, importlib.util\n"
+        "print(json.dumps({'lost': [p for p in before if p not in sys.path],"
+        " 'added': [p for p in sys.path if p not in before and p != os.getcwd()],"
+        " 'stdlib_code': hasattr(code, 'InteractiveConsole')}))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    import json
+
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen == {"lost": [], "added": [], "stdlib_code": True}
+    assert Path(locustfile).stem not in sys.stdlib_module_names
