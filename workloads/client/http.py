@@ -156,6 +156,7 @@ class HttpConnection:
         connect_timeout_s: float = 10.0,
         read_timeout_s: float | None = None,
         kernel_timestamps: bool = True,
+        idle_race_s: float = 1.0,
     ) -> None:
         self.host = host
         self.port = port
@@ -166,6 +167,9 @@ class HttpConnection:
         self._sock: Any = None
         self._kernel_stamps = False
         self._busy = False
+        #: a reused connection reset with no answer is retried only after this long idle (see request())
+        self._idle_race_s = idle_race_s
+        self._idle_since = 0.0
         #: how many TCP connections this object opened (keep-alive reuse keeps it at 1)
         self.connects = 0
         # CLOCK_REALTIME − perf_counter, for mapping kernel stamps onto perf_counter
@@ -237,8 +241,10 @@ class HttpConnection:
 
         ``t_sent`` is the ``perf_counter`` time the caller counts the request from; no read of
         this response is stamped earlier. A kept-alive connection that the server closed while
-        idle is detected before sending; a request that got no byte back on a reused connection
-        is sent once more on a new one (the server closed it without reading the request).
+        idle is detected before sending. A request that got no byte back on a reused connection
+        that had been idle at least ``idle_race_s`` is sent once more on a new one: the server's
+        keep-alive timeout closed it just as the request left (uvicorn's is 5 s). On a connection
+        idle for less, the server dropped the request — a failure the caller records, not hides.
         """
         t_floor = time.perf_counter() if t_sent is None else t_sent
         if self._busy:
@@ -247,6 +253,7 @@ class HttpConnection:
         if reused and not self._alive():
             self.close()
             reused = False
+        may_retry = reused and time.perf_counter() - self._idle_since >= self._idle_race_s
         host = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 literal
         head = [f"{method} {path} HTTP/1.1\r\nHost: {host}:{self.port}\r\n"]
         head.extend(f"{k}: {v}\r\n" for k, v in headers.items())
@@ -255,12 +262,12 @@ class HttpConnection:
         head.append("\r\n")
         raw = "".join(head).encode("latin-1") + body
         try:
-            return self._exchange(raw, reused, t_floor)
+            return self._exchange(raw, may_retry, t_floor)
         except _NothingBack:
             self.close()
             return self._exchange(raw, False, t_floor)
 
-    def _exchange(self, raw: bytes, reused: bool, t_floor: float) -> HttpResponse:
+    def _exchange(self, raw: bytes, may_retry: bool, t_floor: float) -> HttpResponse:
         if self._sock is None:
             self._connect()
         self._busy = True
@@ -272,7 +279,7 @@ class HttpConnection:
             self._sock.sendall(raw)
             self.read_into(state)
         except ConnectionError as exc:
-            if reused:
+            if may_retry:
                 raise _NothingBack() from exc
             raise
         while not state.headers_done:
@@ -322,5 +329,6 @@ class HttpConnection:
     def response_done(self, resp: HttpResponse) -> None:
         """``resp`` was read to its end: keep the connection for the next request, or close it."""
         self._busy = False
+        self._idle_since = time.perf_counter()
         if not resp.keep_alive:
             self.close()

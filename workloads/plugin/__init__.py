@@ -18,6 +18,8 @@ from typing import Any
 
 # Names are loaded on first use (PEP 562): importing Locust monkey-patches the process, so
 # ``workloads.plugin.options`` and friends stay importable without it (tests, tools).
+_USERS = ("ChatUser", "CodeUser", "ContractUser", "LlmRequestFailed", "LlmUser", "WorkloadUser", "send", "user_class",
+          "user_classes")  # fmt: skip
 _HOMES = {
     "EXIT_RUN_FAILED": "..rundir",
     "CapacitySearchShape": ".capacity",
@@ -29,8 +31,7 @@ _HOMES = {
     "parse_steps": ".options",
     "OpenLoopUser": ".shapes",
     "StepShape": ".shapes",
-    **dict.fromkeys(("ChatUser", "CodeUser", "ContractUser", "LlmRequestFailed", "LlmUser", "WorkloadUser", "send",
-                     "user_class", "user_classes"), ".users"),  # fmt: skip
+    **dict.fromkeys(_USERS, ".users"),
 }
 
 

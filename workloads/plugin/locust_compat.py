@@ -1,9 +1,10 @@
 """The one place tokenstorm touches Locust beyond its documented extension API.
 
-Locust's runners keep per-worker state (``runner.clients``, ``WorkerNode.state``) and worker
-indexes without a public accessor; everything tokenstorm needs from them goes through these
-functions, so a Locust upgrade that moves them breaks here and only here. (ruff's ``SLF001``
-is on for the whole package; this module is its one allowed exception.)
+Locust's runners keep per-worker state (``runner.clients``, ``WorkerNode.state``, the state
+constants) and worker indexes as undocumented attributes; everything tokenstorm needs from
+them goes through these functions, so a Locust upgrade that moves them breaks here and only
+here. (ruff's ``SLF001`` is on everywhere: nothing in tokenstorm reads another object's
+private members; when this adapter ever must, it is the one place allowed to.)
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 
 def test_mixed_run_has_all_three_workloads(locust_runner) -> None:  # type: ignore[no-untyped-def]
     run = locust_runner("mixed.py", "-u", "30", "-r", "10", "-t", "20s", "--chat-think-time", "0.2-1",
@@ -34,4 +36,24 @@ def test_invalid_workload_file_is_rejected_before_traffic(locust_runner, tmp_pat
     run = locust_runner("mixed.py", "-u", "2", "-r", "2", "-t", "30s", "--workload-file", str(bad))
     assert run.returncode == 3
     assert f"tokenstorm: {bad}:3: chat.turns: turns must be a whole number >= 1" in run.output
+    assert run.run_dir is None and "Traceback" not in run.output
+
+
+@pytest.mark.parametrize(
+    ("locustfile", "args", "line"),
+    [
+        ("chat.py", ["--max-tokens", "-5"], "tokenstorm: --max-tokens -5: must be >= 0"),
+        ("open_loop.py", ["--arrival-rate", "-1"], "tokenstorm: --arrival-rate -1.0: must be > 0"),
+        ("mixed.py", ["--wait-time", "abc"], "tokenstorm: --wait-time 'abc': expected SECONDS or LO-HI"),
+        ("code_completion.py,locustfiles/shape_steps.py", ["--steps", "8x"],
+         "tokenstorm: --steps '8x': expected USERSxSECONDS"),
+    ],
+)  # fmt: skip
+def test_a_bad_option_stops_the_run_before_traffic_with_one_line(locust_runner, locustfile: str, args: list[str],
+                                                                   line: str) -> None:  # type: ignore[no-untyped-def]
+    # These once ran: -5 max_tokens were sent and passed, a negative rate sent 10,000 requests
+    # in 3 s and passed, "abc" printed a traceback per user, "8x" a traceback with exit 2.
+    run = locust_runner(locustfile, "-u", "2", "-r", "2", "-t", "30s", *args)
+    assert run.returncode == 3, run.output[-2000:]
+    assert line in run.output
     assert run.run_dir is None and "Traceback" not in run.output

@@ -170,7 +170,11 @@ def test_connection_the_server_closed_while_idle_is_replaced(serve) -> None:  # 
         assert conn.connects == 2 and len(server.requests) == 2
 
 
-def test_reused_connection_closed_before_answering_is_retried_once(serve) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("idle_s", [0.0, 0.3])
+def test_reused_connection_closed_before_answering(serve, idle_s: float) -> None:  # type: ignore[no-untyped-def]
+    """After an idle spell (a keep-alive timeout racing the request) it is retried once; at once,
+    it is the server dropping the request — a connection error the client records."""
+
     def script(conn: socket.socket, n: int) -> None:
         if n == 1:  # read the request, then drop the connection without a byte
             conn.shutdown(socket.SHUT_RDWR)
@@ -178,11 +182,17 @@ def test_reused_connection_closed_before_answering_is_retried_once(serve) -> Non
         _stream(conn, n)
 
     server = serve(script)
-    with HttpConnection("127.0.0.1", server.port) as conn:
+    with HttpConnection("127.0.0.1", server.port, idle_race_s=0.2) as conn:
         conn.request("POST", "/", {}, b"{}").read()
-        resp = conn.request("POST", "/", {}, b"{}")
-        assert resp.read().endswith(b"[DONE]\n\n")
-        assert conn.connects == 2 and len(server.requests) == 3
+        time.sleep(idle_s)
+        if idle_s:
+            resp = conn.request("POST", "/", {}, b"{}")
+            assert resp.read().endswith(b"[DONE]\n\n")
+            assert conn.connects == 2 and len(server.requests) == 3
+        else:
+            with pytest.raises(ConnectionError):
+                conn.request("POST", "/", {}, b"{}")
+            assert conn.connects == 1 and len(server.requests) == 2
 
 
 def test_unread_response_never_leaks_into_the_next_request(serve) -> None:  # type: ignore[no-untyped-def]
