@@ -7,3 +7,23 @@
 
 Importing this package imports none of them (``reports`` loads only ``rundir``).
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: Names tokenstorm 0.1 exported here, loaded from their new homes on first use.
+_MOVED = {
+    **dict.fromkeys(("CompletionRequest", "LlmClient", "TargetError", "SseParser", "StreamError", "StreamTimer"),
+                    "workloads.client"),
+    **dict.fromkeys(("RECORD_SCHEMA_VERSION", "ErrorCategory", "RecordWriter", "RequestRecord", "read_records"),
+                    "workloads.rundir"),
+}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    home = _MOVED.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)

@@ -16,7 +16,7 @@ from typing import Any
 from locust import LoadTestShape
 
 from ..rundir import REQUESTS_FILE, CapacityResult, CapacityStep, ErrorCategory, RecordTail, RunMeta, write_capacity
-from .context import context
+from .context import context, current_options
 
 __all__ = ["CapacitySearchShape"]
 
@@ -39,7 +39,7 @@ class CapacitySearchShape(LoadTestShape):
     def tick(self) -> tuple[int, float] | None:
         if self._done or self.runner is None:
             return None
-        opts = context(self.runner.environment).options
+        opts = current_options(self.runner.environment)
         now = self.get_run_time()
         if self._users == 0:
             self._users, self._step_started = opts.capacity_start, now
@@ -77,6 +77,8 @@ class CapacitySearchShape(LoadTestShape):
         # Judge the second half of the step: the first half is the queue settling.
         rows = self._step_records(wall_start + t_from + (t_to - t_from) / 2, wall_start + t_to)
         spec = per_request_spec(ctx.slo_spec if ctx.slo_spec is not None else load_slo_spec())
+        # A step has its own settling time (its first half); --warmup flags do not take its requests away.
+        rows = [{**r, "warmup": False} for r in rows]
         results = evaluate(run_from_records(rows, RunMeta(status="running")), spec) if rows else []
         measured = {f"{r.scope} {r.metric} {r.stat}": r.measured for r in results}
         return CapacityStep(self._users, len(rows), bool(rows) and all(r.passed for r in results), measured)

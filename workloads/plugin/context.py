@@ -30,9 +30,9 @@ from ..rundir import REQUESTS_FILE, RecordWriter, RequestRecord, RunMeta, write_
 from ..traffic import MODELS, TrafficModel
 from . import locust_compat
 from .gc import GcWatch
-from .options import RunOptions
+from .options import OptionError, RunOptions
 
-__all__ = ["RunContext", "TokenRate", "context", "new_run_dir", "versions"]
+__all__ = ["RunContext", "TokenRate", "context", "current_options", "new_run_dir", "versions"]
 
 #: Option names whose values are never written anywhere.
 SECRET_OPTIONS = frozenset({"api_key"})
@@ -130,8 +130,18 @@ class RunContext:
     gc_watch: GcWatch = field(default_factory=GcWatch)
     _builders: dict[str, TrafficModel] = field(default_factory=dict)
     options: RunOptions = field(default_factory=RunOptions)
+    _options_source: dict[str, Any] = field(default_factory=dict)
     #: load generators' own CPU % (worker id or "local" -> %), as they measured it
     cpu_by_worker: dict[str, float] = field(default_factory=dict)
+
+    def refresh_options(self, namespace: Any) -> RunOptions:
+        """Parse Locust's options again if they changed (the web UI form, the master's spawn
+        message); :class:`OptionError` when a value is bad (the previous options are kept)."""
+        source = dict(vars(namespace)) if namespace is not None else {}
+        if source != self._options_source or namespace is None:
+            self.options = RunOptions.parse(namespace)
+            self._options_source = source
+        return self.options
 
     def reset_builders(self) -> None:
         """Forget the traffic model instances (the settings changed)."""
@@ -265,3 +275,14 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     return str(value)
+
+
+def current_options(environment: Environment) -> RunOptions:
+    """The run's options as Locust holds them now — for load shapes, whose first tick comes
+    before ``test_start`` (a web UI start with new values). A bad value keeps the previous
+    options here; ``test_start`` reports it and fails the run."""
+    ctx = context(environment)
+    try:
+        return ctx.refresh_options(environment.parsed_options)
+    except OptionError:
+        return ctx.options

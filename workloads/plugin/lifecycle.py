@@ -25,7 +25,7 @@ from ..traffic.tokens import TokenCounter
 from . import locust_compat, shipping
 from .context import RunContext, context
 from .monitoring import start_monitor, stop_monitor
-from .options import OptionError, RunOptions, add_options
+from .options import OptionError, add_options
 from .users import resolve_model
 from .webui import extend_web_ui
 
@@ -42,7 +42,7 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
     if opts is None:
         return
     try:
-        ctx.options = RunOptions.parse(opts)
+        ctx.refresh_options(opts)
     except OptionError as exc:
         sys.stderr.write(f"tokenstorm: {exc}\n")
         raise SystemExit(EXIT_RUN_FAILED) from None
@@ -109,12 +109,15 @@ def _on_test_start(environment: Environment, **_kw: Any) -> None:
     ctx = context(environment)
     opts = environment.parsed_options
     ctx.gc_watch.start()  # every process that reads streams: workers too
-    if ctx.is_worker or opts is None:
+    if opts is None:
+        return
+    if ctx.is_worker:
+        _start_worker(environment, ctx)
         return
     ctx.simulated = bool(ctx.emulator_url) and environment.host == ctx.emulator_url
     ctx.problem = None
     try:
-        ctx.options = RunOptions.parse(opts)  # options may have changed in the web UI form
+        ctx.refresh_options(opts)  # options may have changed in the web UI form
         ctx.warmup_s = ctx.options.warmup_s
         ctx.model = ctx.options.model or None
         _load_workloads(environment, ctx)
@@ -136,6 +139,21 @@ def _on_test_start(environment: Environment, **_kw: Any) -> None:
         return
     gevent.spawn(_flush_loop, environment, ctx)
     start_monitor(environment, ctx, run_dir)
+
+
+def _start_worker(environment: Environment, ctx: RunContext) -> None:
+    """A worker takes the options the master sent with the spawn message (its command line,
+    plus the web UI form): Locust has copied them into ``parsed_options`` before this event."""
+    ctx.problem = None
+    ctx.started_epoch_s = time.time()  # for --warmup flags; within a few ms of the master's start
+    try:
+        ctx.refresh_options(environment.parsed_options)
+        ctx.warmup_s = ctx.options.warmup_s
+        ctx.model = ctx.options.model or None
+        _load_workloads(environment, ctx)
+    except ValueError as exc:  # a file the master has and this worker's machine has not
+        ctx.problem = f"worker cannot use the run's options: {exc}"
+        log.error("tokenstorm: %s", ctx.problem)
 
 
 def _preflight(environment: Environment, ctx: RunContext) -> str | None:

@@ -22,7 +22,7 @@ from locust import LoadTestShape, User, task
 from ..client import CompletionRequest, LlmClient
 from ..rundir import ErrorCategory
 from . import locust_compat
-from .context import context
+from .context import context, current_options
 from .options import parse_steps
 from .users import resolve_model, run_client, send
 
@@ -35,7 +35,7 @@ class StepShape(LoadTestShape):
     def tick(self) -> tuple[int, float] | None:
         if self.runner is None:
             return None
-        opts = context(self.runner.environment).options
+        opts = current_options(self.runner.environment)
         elapsed = self.get_run_time()
         for users, secs in opts.steps or ((1, 60.0),):
             if elapsed < secs:

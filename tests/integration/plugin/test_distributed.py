@@ -93,3 +93,30 @@ def test_killing_one_of_four_workers_is_reported_and_keeps_its_records(tmp_path:
     # The other three workers carried the run on to its end.
     others = [r for r in records if r["worker_id"] != lost_id]
     assert max(r["start_epoch_s"] for r in others) > lost["detected_epoch_s"] + 3
+
+
+def test_workers_started_bare_take_the_masters_options(tmp_path: Path) -> None:
+    """As docker-compose and k8s start them: `--worker --master-host ...` and nothing else."""
+    port = free_port()
+    locustfile = str(ROOT / "locustfiles" / "code_completion.py")
+    master = subprocess.Popen(
+        [*LOCUST, "-f", locustfile, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+         "--expect-workers", "2", "--headless", "-u", "4", "-r", "4", "-t", "6s", "--only-summary",
+         "--run-dir", str(tmp_path / "runs"), "--max-tokens", "7", "--wait-time", "0", "--temperature", "0.5",
+         "--emulator-args", "--ttft-ms 20 --itl-ms 5"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    workers = [subprocess.Popen([*LOCUST, "-f", locustfile, "--worker", "--master-host", "127.0.0.1",
+                                 "--master-port", str(port)], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL) for _ in range(2)]  # fmt: skip
+    try:
+        out, _ = master.communicate(timeout=90)
+    finally:
+        for w in workers:
+            w.kill()
+            w.wait()
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    records = [json.loads(line) for line in (run_dir / "requests.jsonl").read_text().splitlines()]
+    assert len({r["worker_id"] for r in records}) == 2, out[-2000:]
+    assert {r["requested_max_tokens"] for r in records} == {7}
+    assert max(r["output_tokens"] or 0 for r in records) <= 7
