@@ -22,4 +22,7 @@ fi
 
 .venv/bin/ruff check .
 .venv/bin/mypy
-.venv/bin/python -m pytest -q -W error tests "$@"
+# The e2e tier last: its vLLM server (session-scoped) would otherwise idle beside every
+# timing-sensitive integration test on a 2-core machine.
+if [ "$#" -eq 0 ]; then set -- tests/unit tests/integration tests/e2e; fi
+.venv/bin/python -m pytest -q -W error "$@"

@@ -32,8 +32,9 @@ def test_streams_at_two_ms_per_token_are_not_bunched(locust_runner) -> None:  # 
     # The emulator wrote a token every 2 ms and the first after 15 ms: the records say so.
     assert statistics.fmean(gaps) == pytest.approx(0.002, abs=0.0002)
     # A gap of exactly 0 means two tokens came in one read. Some do on a 2-core machine: when the
-    # emulator's loop lags it writes two tokens back to back, and any reader gets them together.
-    assert sum(g == 0 for g in gaps) < 0.05 * len(gaps)
+    # emulator's loop lags it writes two tokens back to back, and any reader gets them together
+    # (up to 9% measured on a loaded CI machine; the bug this guards against made most gaps 0).
+    assert sum(g == 0 for g in gaps) < 0.15 * len(gaps)
     assert abs(statistics.median(r["ttft_s"] for r in done) - 0.015) < 0.003
     for r in records:
         chain = [r[k] for k in ("ttfc_s", "ttft_s", "e2e_s", "done_s") if r[k] is not None]
