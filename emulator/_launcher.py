@@ -29,9 +29,13 @@ class EmulatorProcess:
         # stderr goes to a file, not a pipe: nobody reads a pipe after start-up, and a full one
         # (64 KB of warnings) would block the emulator's event loop on its next log line.
         self._log = tempfile.TemporaryFile(mode="w+", prefix="tokenstorm-emulator-")  # noqa: SIM115 (closed in stop)
+        # Its own session: a terminal's Ctrl-C (SIGINT to the foreground process group) must not
+        # kill the server under the users' in-flight requests; whoever started it stops it, after
+        # the users. (--exit-with-stdin ends it if that process dies without stopping it.)
         self._proc = subprocess.Popen(
-            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, env=env
-        )
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, env=env,
+            start_new_session=True,
+        )  # fmt: skip
         self.url = self._wait_ready(startup_timeout_s)
 
     def _wait_ready(self, timeout_s: float) -> str:

@@ -27,7 +27,7 @@ class BuildResult:
 
     @property
     def exit_code(self) -> int:
-        """0 SLOs held, 1 an SLO failed, 3 the run itself failed."""
+        """0 SLOs held, 1 an SLO failed, 3 the run itself failed, 4 the run is incomplete."""
         return EXIT_CODES[self.summary.verdict]
 
 
@@ -43,12 +43,13 @@ def spec_for_run(run_dir: Path, override: Path | None = None) -> SloSpec:
     return load_slo_spec()
 
 
-def build_report(run_dir: Path, spec: SloSpec | None = None, run_failed_error_rate: float = 0.5) -> BuildResult:
-    """Write the three outputs into ``run_dir``."""
+def build_report(run_dir: Path, spec: SloSpec | None = None, run_failed_error_rate: float = 0.5,
+                 live: bool = False) -> BuildResult:  # fmt: skip
+    """Write the three outputs into ``run_dir`` (``live``: a view of a run still going)."""
     run = load_run(run_dir)
     spec = spec or spec_for_run(run_dir)
     limit = float(run.meta.option("run_fail_error_rate", run_failed_error_rate))
-    summary = summarize(run, spec, run_failed_error_rate=limit)
+    summary = summarize(run, spec, run_failed_error_rate=limit, live=live)
     report = run_dir / REPORT_FILE
     tmp = run_dir / (REPORT_FILE + ".tmp")
     tmp.write_text(render_report(run, spec, summary), encoding="utf-8")

@@ -9,6 +9,8 @@ from typing import Any
 
 import jinja2
 
+from workloads.rundir import CLIENT_BOUND_CPU_PCT
+
 from ._plots import distribution_png, timeseries_png
 from ._rundir import RunData
 from ._slo import SloSpec, judged_mask
@@ -87,6 +89,7 @@ def render_report(run: RunData, spec: SloSpec, summary: RunSummary) -> str:
         gaps=gaps,
         workers_lost=workers_lost,
         client_bound=list(meta.client_bound),
+        client_bound_pct=f"{CLIENT_BOUND_CPU_PCT:g}",
         timing_violations=timing_violations(run),
         num=_num,
         pct=_pct,

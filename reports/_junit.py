@@ -14,11 +14,14 @@ def junit_xml(summary: RunSummary, suite: str = "tokenstorm.slo") -> str:
     cases = summary.slo_results
     failures = sum(not r.passed for r in cases)
     root = ET.Element("testsuites")
-    ts = ET.SubElement(root, "testsuite", name=suite, tests=str(len(cases) + 1), failures=str(failures),
+    ts = ET.SubElement(root, "testsuite", name=suite, tests=str(len(cases) + 1),
                        errors=str(int(summary.verdict == "run_failed")))  # fmt: skip
     run_case = ET.SubElement(ts, "testcase", classname=suite, name="run completed")
     if summary.verdict == "run_failed":
         ET.SubElement(run_case, "error", message=summary.reason)
+    elif summary.incomplete:
+        failures += 1
+        ET.SubElement(run_case, "failure", message="run incomplete: " + "; ".join(summary.incomplete))
     for r in cases:
         name = f"{r.scope} {r.metric} {r.stat} {r.op} {r.threshold:g}"
         case = ET.SubElement(ts, "testcase", classname=f"{suite}.{r.scope}", name=name)
@@ -26,4 +29,5 @@ def junit_xml(summary: RunSummary, suite: str = "tokenstorm.slo") -> str:
         if not r.passed:
             ET.SubElement(case, "failure", message=f"measured {measured}; target {r.op} {r.threshold:g}. {r.note}")
         ET.SubElement(case, "system-out").text = f"measured {measured}"
+    ts.set("failures", str(failures))
     return ET.tostring(root, encoding="unicode", xml_declaration=True)

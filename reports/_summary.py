@@ -26,7 +26,7 @@ _METRICS = (("ttft", "ttft_s"), ("itl", "itl"), ("tpot", "tpot_s"), ("e2el", "e2
 class RunSummary:
     """What the report, JUnit and summary.json are made of."""
 
-    verdict: str  # "passed", "failed" (an SLO broke) or "run_failed"
+    verdict: str  # "passed", "failed" (an SLO broke), "run_failed" or "incomplete"
     reason: str
     slo_results: list[SloResult]
     overall: dict[str, Any]
@@ -34,6 +34,8 @@ class RunSummary:
     errors: dict[str, int]
     error_samples: list[dict[str, Any]] = field(default_factory=list)
     gpus: int = 1
+    #: why the run's figures are partial (workers lost, never finished); empty when complete
+    incomplete: list[str] = field(default_factory=list)
 
     def to_json(self, run: RunData) -> dict[str, Any]:
         """summary.json (vLLM benchmark field names where they match)."""
@@ -47,6 +49,8 @@ class RunSummary:
             **self.overall,
             "verdict": self.verdict,
             "verdict_reason": self.reason,
+            "complete": not self.incomplete,
+            "incomplete_reasons": self.incomplete,
             "slos": [r.as_dict() for r in self.slo_results],
             "errors_by_category": self.errors,
             "workloads": self.per_workload,
@@ -113,7 +117,22 @@ def _block(run: RunData, spec: SloSpec, mask: np.ndarray, gpus: int) -> dict[str
     return block
 
 
-def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5) -> RunSummary:
+def incompleteness(run: RunData, live: bool = False) -> list[str]:
+    """Why ``run``'s figures are partial: workers lost (unless ``--allow-lost-workers``), or the
+    run never finished (``run.json`` still says running, and this is not a live view of it)."""
+    meta = run.meta
+    out = []
+    if meta.workers_lost and not meta.option("allow_lost_workers", False):
+        out.append(f"{len(meta.workers_lost)} of {len(meta.workers_seen) or '?'} workers were lost during the run "
+                   f"({', '.join(sorted(meta.workers_lost))}): the load after that was lower than asked for "
+                   "(--allow-lost-workers accepts this)")  # fmt: skip
+    if meta.status == "running" and not live:
+        out.append("the run never finished (run.json still says 'running': the load test was killed or crashed); "
+                   "the figures cover what was recorded until then")  # fmt: skip
+    return out
+
+
+def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, live: bool = False) -> RunSummary:
     """Evaluate the SLOs and compute every figure the outputs show."""
     df = run.requests
     mask = judged_mask(run, spec)
@@ -154,7 +173,11 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5) -
         reason = f"{len(broken)} of {len(results)} SLOs failed: " + "; ".join(
             f"{r.scope} {r.metric} {r.stat} {_fmt(r.measured)} vs {r.op} {r.threshold:g}" for r in broken[:5]
         )
-    return RunSummary(verdict, reason, results, overall, per_workload, errors, samples, gpus)
+    incomplete = incompleteness(run, live)
+    if incomplete and verdict != "run_failed":
+        slos = "SLOs held" if verdict == "passed" else "SLOs failed"
+        verdict, reason = "incomplete", f"run incomplete — {incomplete[0]} ({slos} on what was recorded: {reason})"
+    return RunSummary(verdict, reason, results, overall, per_workload, errors, samples, gpus, incomplete)
 
 
 def _fmt(x: float | None) -> str:

@@ -232,6 +232,7 @@ class LlmClient:
             _fail(record, ErrorCategory.CANCELLED, "stopped by the load test before the response ended")
         except gevent.Timeout:
             _fill_from_timer(record, timer)
+            record.e2e_s = time.perf_counter() - t0  # when the client gave up, not its last token
             _fail(record, ErrorCategory.TIMEOUT, f"no complete response within {self._timeout_s:g} s")
         except (OSError, ProtocolError) as exc:
             _fill_from_timer(record, timer)

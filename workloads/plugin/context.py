@@ -130,6 +130,9 @@ class RunContext:
     gc_watch: GcWatch = field(default_factory=GcWatch)
     _builders: dict[str, TrafficModel] = field(default_factory=dict)
     options: RunOptions = field(default_factory=RunOptions)
+    #: the host the API key was given for, and the key (never written anywhere)
+    key_host: str | None = None
+    api_key: str = field(default="", repr=False)
     _options_source: dict[str, Any] = field(default_factory=dict)
     #: load generators' own CPU % (worker id or "local" -> %), as they measured it
     cpu_by_worker: dict[str, float] = field(default_factory=dict)

@@ -20,7 +20,7 @@ from locust.event import Events
 
 from ..client import LlmClient, TargetError
 from ..rundir import EXIT_RUN_FAILED, REQUESTS_FILE
-from ..traffic import settings_from_options
+from ..traffic import WorkloadFileError, settings_from_options
 from ..traffic.tokens import TokenCounter
 from . import locust_compat, shipping
 from .context import RunContext, context
@@ -56,8 +56,24 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
         environment.host = emu.url
         ctx.emulator = emu
         log.warning("tokenstorm: SIMULATED — no --host given, targeting the built-in emulator at %s", emu.url)
+    ctx.key_host, ctx.api_key = environment.host, ctx.options.api_key
     if environment.web_ui is not None:
         extend_web_ui(environment)
+
+
+def _bind_key_to_its_host(environment: Environment, ctx: RunContext) -> None:
+    """The API key goes only to the host it was given for. A run started (from the web UI) against
+    another host sends no key — nor do the workers, which get their options from here."""
+    opts = environment.parsed_options
+    if ctx.is_worker or opts is None or not ctx.api_key:
+        return
+    if environment.host == ctx.key_host:
+        opts.api_key = ctx.api_key
+    elif getattr(opts, "api_key", ""):
+        opts.api_key = ""
+        log.warning("tokenstorm: the API key given for %s is not sent to %s; start tokenstorm with --host %s "
+                    "and that host's key to use one there",
+                    ctx.key_host, environment.host, environment.host)  # fmt: skip
 
 
 def _load_slo_spec_or_exit(environment: Environment, ctx: RunContext) -> None:
@@ -89,11 +105,20 @@ def _load_workloads(environment: Environment, ctx: RunContext) -> None:
     ctx.seed = ctx.options.seed
     ctx.workload_settings = settings
     ctx.reset_builders()
+    used = {str(getattr(u, "workload", "")) for u in environment.user_classes} & set(settings)
+    if any(getattr(u, "open_loop", False) for u in environment.user_classes):
+        used = set(settings)  # open-loop arrivals are drawn from every workload by weight
+    if used and all(settings[name].weight == 0 for name in used):
+        raise WorkloadFileError(f"every workload's weight is 0 ({', '.join(sorted(used))}): nothing would be sent "
+                                "(--weights, $TOKENSTORM_WEIGHTS or the workload file)")  # fmt: skip
     for user_class in environment.user_classes:
         name = getattr(user_class, "workload", None)
         if name in settings:
             user_class.weight = settings[name].weight
             ctx.builder(name)  # load datasets and corpora now: errors before traffic
+    if used == set(settings):
+        for name in settings:
+            ctx.builder(name)
 
 
 def _load_workloads_or_exit(environment: Environment, ctx: RunContext) -> None:
@@ -116,6 +141,7 @@ def _on_test_start(environment: Environment, **_kw: Any) -> None:
         return
     ctx.simulated = bool(ctx.emulator_url) and environment.host == ctx.emulator_url
     ctx.problem = None
+    _bind_key_to_its_host(environment, ctx)
     try:
         ctx.refresh_options(opts)  # options may have changed in the web UI form
         ctx.warmup_s = ctx.options.warmup_s

@@ -27,12 +27,15 @@ class OptionError(ValueError):
 def add_options(parser: Any, **_kw: Any) -> None:
     """Add tokenstorm's options to Locust's parser (``init_command_line_parser`` listener)."""
     p = parser  # Locust only honours is_secret/include_in_web_ui on the top-level parser
+    # The web UI has no login by default: it listens on loopback unless --web-host says otherwise.
+    p.set_defaults(web_host="127.0.0.1")
     p.add_argument("--model", default="", help="Model name; discovered from /v1/models when empty")
     p.add_argument(
         "--api-key",
         default=os.environ.get("OPENAI_API_KEY", ""),
-        is_secret=True,
-        help="Bearer token (default: $OPENAI_API_KEY); never logged or stored",
+        include_in_web_ui=False,  # Locust would render its value into the page
+        help="Bearer token (default: $OPENAI_API_KEY), sent only to the --host it was given with; "
+        "never shown in the web UI, logged or stored",
     )
     p.add_argument("--max-tokens", type=int, default=0, help="Override each workload's max_tokens (0: keep)")
     p.add_argument(
@@ -66,6 +69,12 @@ def add_options(parser: Any, **_kw: Any) -> None:
         type=float,
         default=0.5,
         help="Share of failed requests above which the run itself counts as failed (exit 3)",
+    )
+    p.add_argument(
+        "--allow-lost-workers",
+        action="store_true",
+        default=False,
+        help="A worker lost mid-run does not make the run incomplete (exit code 4)",
     )
     p.add_argument(
         "--gpus",

@@ -48,6 +48,7 @@ class OpenLoopUser(User):
     """One per process: sends requests at scheduled arrival times, never waiting for replies."""
 
     fixed_count = 1
+    open_loop = True  # its workloads are all the weighted ones (checked at start-up)
     _max_in_flight: ClassVar[int] = 10_000
 
     def on_start(self) -> None:

@@ -136,12 +136,12 @@ class LlmUser(User):
     def on_start(self) -> None:
         """Open this user's connection and make sure the model is known."""
         ctx = context(self.environment)
-        self.llm = run_client(self.environment, self.host or "", user_id=id(self) & 0xFFFFFFFF)
-        ctx.worker_id = self.llm.worker_id
         self.model: str | None = None
         if ctx.problem:
             return  # already reported once; send() stops this user quietly
         try:
+            self.llm = run_client(self.environment, self.host or "", user_id=id(self) & 0xFFFFFFFF)
+            ctx.worker_id = self.llm.worker_id
             self.model = resolve_model(self.environment, self.llm)
         except TargetError as exc:
             if not ctx.problem:

@@ -4,14 +4,17 @@ tables, and the live SLO report at ``/tokenstorm/report``."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 from typing import Any
 
 from locust.env import Environment
 
 from ..rundir import CLIENT_BOUND_CPU_PCT, REPORT_FILE
+from ..traffic import settings_from_options
 from .context import context
+from .options import RunOptions
 
-__all__ = ["extend_web_ui"]
+__all__ = ["extend_web_ui", "form_problem"]
 
 _GPU_COLUMNS = (
     ("gpu", "GPU"),
@@ -36,13 +39,38 @@ _SERVER_COLUMNS = (
 _CLIENT_BOUND = f"CLIENT-BOUND (load generator CPU > {CLIENT_BOUND_CPU_PCT:g}%)"
 
 
+def form_problem(environment: Environment, form: dict[str, str]) -> str | None:
+    """What is wrong with the web UI start form's tokenstorm values (``None``: nothing)."""
+    values = dict(vars(environment.parsed_options)) if environment.parsed_options is not None else {}
+    for key, raw in form.items():
+        if key not in values:
+            continue
+        current = values[key]
+        if isinstance(current, bool):
+            values[key] = raw == "true"
+        elif isinstance(current, (int, float)):
+            try:
+                values[key] = type(current)(raw)
+            except ValueError:
+                return f"--{key.replace('_', '-')} {raw!r}: not a number"
+        elif current is None or isinstance(current, str):
+            values[key] = raw
+    namespace = SimpleNamespace(**values)
+    try:
+        RunOptions.parse(namespace)
+        settings_from_options(namespace)
+    except ValueError as exc:  # OptionError, WorkloadFileError, DatasetError
+        return str(exc)
+    return None
+
+
 def _fmt(value: Any) -> Any:
     return round(value, 3) if isinstance(value, float) else value
 
 
 def extend_web_ui(environment: Environment) -> None:
     """Add tokenstorm's tabs, tables and report link to Locust's web UI."""
-    from flask import Response, request
+    from flask import Response, jsonify, request
 
     web_ui = environment.web_ui
     assert web_ui is not None
@@ -82,8 +110,19 @@ def extend_web_ui(environment: Environment) -> None:
         ctx.flush()
         report = ctx.run_dir / REPORT_FILE
         if not ctx.report_built:  # during a run: rebuild from what is on disk now
-            build_report(ctx.run_dir, ctx.slo_spec)
+            build_report(ctx.run_dir, ctx.slo_spec, live=True)
         return Response(report.read_text(encoding="utf-8"), mimetype="text/html")
+
+    @app.before_request
+    def _check_start_form() -> Any:
+        """A run started from the form is checked like the command line: a bad value is answered
+        with its one line in the form, before any traffic."""
+        if request.method != "POST" or not request.path.endswith("/swarm"):
+            return None
+        problem = form_problem(environment, dict(request.form.items()))
+        if problem is None:
+            return None
+        return jsonify({"success": False, "message": f"tokenstorm: {problem}", "host": environment.host})
 
     @app.after_request
     def _add_llm_stats(response: Any) -> Any:

@@ -62,8 +62,9 @@ RUN_SCHEMA_VERSION = 1
 SUMMARY_SCHEMA_VERSION = 1
 
 # -- verdicts and exit codes ----------------------------------------------------------------
-#: Exit code of a run whose SLOs held / broke / that itself failed (target unusable, too many errors).
-EXIT_CODES = {"passed": 0, "failed": 1, "run_failed": 3}
+#: Exit code of a run whose SLOs held / broke / that itself failed (target unusable, too many
+#: errors) / that did not run as planned (a worker lost, never finished: its figures are partial).
+EXIT_CODES = {"passed": 0, "failed": 1, "run_failed": 3, "incomplete": 4}
 EXIT_RUN_FAILED = EXIT_CODES["run_failed"]
 
 #: A load generator above this CPU share measures its own queueing, not the server's latency.
@@ -139,6 +140,7 @@ def read_run_meta(run_dir: Path) -> RunMeta | None:
     if not path.exists():
         return None
     known, extra = _split(RunMeta, _read_json(path))
+    known.setdefault("status", "unknown")  # a hand-made run.json: not known to be still running
     version = int(known.get("schema", 1) or 1)
     if version > RUN_SCHEMA_VERSION:
         raise ValueError(f"{path}: schema {version} is newer than this tokenstorm reads ({RUN_SCHEMA_VERSION})")

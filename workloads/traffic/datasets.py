@@ -32,18 +32,43 @@ def load_dataset(path: Path) -> list[Conversation]:
     """Load ``path`` (``.json`` ShareGPT, anything else JSONL)."""
     if not path.exists():
         raise DatasetError(f"{path}: no such dataset file")
-    text = path.read_text(encoding="utf-8")
-    convs = _sharegpt(path, text) if text.lstrip().startswith("[") else _jsonl(path, text)
+    if path.is_dir():
+        raise DatasetError(f"{path}: is a directory, not a dataset file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise DatasetError(f"{path}: cannot read ({exc.strerror})") from None
+    whole = _whole_json(path, text)
+    convs = _sharegpt(path, whole) if whole is not None else _jsonl(path, text)
     if not convs:
         raise DatasetError(f"{path}: no usable conversations")
     return convs
 
 
-def _sharegpt(path: Path, text: str) -> list[Conversation]:
+def _whole_json(path: Path, text: str) -> list[object] | None:
+    """ShareGPT entries when the file is one JSON document — a list, one conversation object or
+    ``{id: conversation}`` (pretty-printed or not) — else ``None``: JSONL, one object per line."""
+    head = text.lstrip()[:1]
+    if head not in ("[", "{"):
+        return None
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise DatasetError(f"{path}: not valid JSON ({exc})") from None
+        if head == "[":
+            raise DatasetError(f"{path}: not valid JSON ({exc})") from None
+        return None
+    if isinstance(data, list):
+        return data
+    if isinstance(data, dict) and "conversations" in data:
+        return [data]
+    if isinstance(data, dict) and data and all(isinstance(v, dict) and "conversations" in v for v in data.values()):
+        return list(data.values())
+    return None
+
+
+def _sharegpt(path: Path, data: list[object]) -> list[Conversation]:
     out = []
     for i, entry in enumerate(data):
         turns = entry.get("conversations") if isinstance(entry, dict) else None

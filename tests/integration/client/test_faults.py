@@ -45,6 +45,8 @@ def _check_fault(client: LlmClient, fault: str) -> None:
     assert not rec.ok
     assert rec.error_category == EXPECTED[fault], rec.error_detail
     assert rec.error_detail
+    if fault == "stall":  # E2E of a timeout is when the client gave up, not its last token
+        assert 1.5 <= rec.e2e_s < 1.7, rec
     after = client.complete(req, "m")  # the same user carries on with a fresh connection
     assert after.ok, after.error_detail
     assert after.output_tokens == 20

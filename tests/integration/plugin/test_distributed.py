@@ -86,10 +86,14 @@ def test_killing_one_of_four_workers_is_reported_and_keeps_its_records(tmp_path:
     assert max(r["start_epoch_s"] for r in from_lost) <= lost["detected_epoch_s"]
     assert lost["last_heard_epoch_s"] <= lost["detected_epoch_s"]
     assert f"worker {lost_id} vanished" in out
+    # The run lost a quarter of its load: incomplete, whatever the SLOs say (exit code 4).
+    assert master.returncode == 4, out[-2000:]
     report = (run_dir / "report.html").read_text()
     assert "Workers lost during the run" in report and lost_id in report
     summary = json.loads((run_dir / "summary.json").read_text())
     assert lost_id in summary["workers_lost"]
+    assert summary["verdict"] == "incomplete" and not summary["complete"]
+    assert "Run incomplete" in report
     # The other three workers carried the run on to its end.
     others = [r for r in records if r["worker_id"] != lost_id]
     assert max(r["start_epoch_s"] for r in others) > lost["detected_epoch_s"] + 3

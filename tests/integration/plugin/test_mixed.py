@@ -47,6 +47,8 @@ def test_invalid_workload_file_is_rejected_before_traffic(locust_runner, tmp_pat
         ("mixed.py", ["--wait-time", "abc"], "tokenstorm: --wait-time 'abc': expected SECONDS or LO-HI"),
         ("code_completion.py,locustfiles/shape_steps.py", ["--steps", "8x"],
          "tokenstorm: --steps '8x': expected USERSxSECONDS"),
+        ("mixed.py", ["--weights", "contract=0,code=0,chat=0"], "tokenstorm: every workload's weight is 0"),
+        ("open_loop.py", ["--weights", "contract=0,code=0,chat=0"], "tokenstorm: every workload's weight is 0"),
     ],
 )  # fmt: skip
 def test_a_bad_option_stops_the_run_before_traffic_with_one_line(locust_runner, locustfile: str, args: list[str],
@@ -57,3 +59,11 @@ def test_a_bad_option_stops_the_run_before_traffic_with_one_line(locust_runner, 
     assert run.returncode == 3, run.output[-2000:]
     assert line in run.output
     assert run.run_dir is None and "Traceback" not in run.output
+
+
+def test_a_host_that_is_not_http_is_one_line(locust_runner) -> None:  # type: ignore[no-untyped-def]
+    run = locust_runner("chat.py", "-u", "4", "-r", "4", "-t", "20s", "--host", "ftp://x")
+    assert run.returncode == 3, run.output[-2000:]
+    # The problem once, then the verdict quoting it (it once came with four users' tracebacks).
+    lines = [line for line in run.output.splitlines() if "is not an http(s) URL" in line]
+    assert len(lines) == 2 and "RUN_FAILED" in lines[1] and "Traceback" not in run.output

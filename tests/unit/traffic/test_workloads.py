@@ -161,6 +161,19 @@ def test_datasets_sharegpt_and_jsonl(tmp_path: Path) -> None:
         load_dataset(jl)
     with pytest.raises(DatasetError, match="no such dataset"):
         load_dataset(tmp_path / "missing.json")
+    # A pretty-printed ShareGPT object (one conversation, or id -> conversation) is not JSONL.
+    conv = {"conversations": [{"from": "human", "value": "hello"}, {"from": "gpt", "value": "hi"}]}
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps(conv, indent=2))
+    assert load_dataset(one)[0].turns == ("hello",)
+    one.write_text(json.dumps({"a": conv, "b": conv}, indent=2))
+    assert len(load_dataset(one)) == 2
+    with pytest.raises(DatasetError, match=r"is a directory"):
+        load_dataset(tmp_path)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b'{"prompt": "caf\xe9"}\n')
+    with pytest.raises(DatasetError, match=r"bad\.jsonl: not UTF-8 text"):
+        load_dataset(bad)
 
 
 def test_workload_file_overrides_and_validation(tmp_path: Path) -> None:

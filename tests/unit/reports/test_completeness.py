@@ -1,0 +1,39 @@
+"""A run that lost workers or never finished says so: verdict, summary, JUnit, exit code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from reports import build_report
+from tests.conftest import make_run_dir, request
+
+LOST = {"workers_seen": ["w1", "w2"], "workers_lost": {"w2": {"detected_epoch_s": 1005.0}}, "status": "finished"}
+
+
+def _run(tmp_path: Path, **meta: object) -> Path:
+    return make_run_dir(tmp_path / "run", [request(i, 100) for i in range(50)], meta)
+
+
+def test_a_lost_worker_makes_the_run_incomplete_with_exit_code_4(tmp_path: Path) -> None:
+    result = build_report(_run(tmp_path, **LOST))
+    assert (result.summary.verdict, result.exit_code) == ("incomplete", 4)
+    assert "1 of 2 workers were lost" in result.summary.reason and "SLOs held" in result.summary.reason
+    summary = json.loads(result.summary_json.read_text())
+    assert summary["complete"] is False and summary["incomplete_reasons"]
+    junit = result.junit.read_text()
+    assert 'failures="1"' in junit and "run incomplete" in junit
+    assert "Run incomplete" in result.report.read_text()
+
+
+def test_allow_lost_workers_accepts_them(tmp_path: Path) -> None:
+    result = build_report(_run(tmp_path, **LOST, options={"allow_lost_workers": True}))
+    assert (result.summary.verdict, result.exit_code) == ("passed", 0)
+
+
+def test_a_run_killed_mid_way_is_incomplete_unless_viewed_live(tmp_path: Path) -> None:
+    run_dir = _run(tmp_path, status="running")
+    result = build_report(run_dir)
+    assert result.exit_code == 4 and "never finished" in result.summary.reason
+    assert build_report(run_dir, live=True).exit_code == 0  # the web UI's view of a run still going
+    assert build_report(_run(tmp_path / "b", status="finished")).exit_code == 0
