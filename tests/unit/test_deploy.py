@@ -19,7 +19,8 @@ def test_compose_file_has_the_services_users_rely_on() -> None:
     assert "${MODEL" in " ".join(vllm["command"]) and "${VLLM_ARGS" in " ".join(vllm["command"])
     assert "/health" in " ".join(vllm["healthcheck"]["test"])
     master = services["master"]
-    assert "8089:8089" in master["ports"] and "--master" in master["command"]
+    assert master["ports"] == ["127.0.0.1:8089:8089"] and "--master" in master["command"]
+    assert master["command"][master["command"].index("--web-host") + 1] == "0.0.0.0"  # reachable in the container
     assert master["depends_on"]["vllm"]["condition"] == "service_healthy"
     assert "./runs:/runs" in master["volumes"]  # the run directory outlives the container
     assert "--worker" in services["worker"]["command"] and "master" in services["worker"]["command"]
