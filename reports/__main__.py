@@ -2,6 +2,7 @@
 
     python -m reports build RUN_DIR [--slo slo.yaml]
     python -m reports compare RUN_A RUN_B ... [--baseline 0] [--threshold 10] [--html out.html]
+    python -m reports alert-rules slo.yaml [--window 5m] [--for 5m] > tokenstorm-rules.yml
 
 build exits 0 when the SLOs held, 1 when one failed, 3 when the run itself failed;
 compare exits 1 when a run regressed against the baseline by more than the threshold.
@@ -13,9 +14,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from ._alerts import alert_rules
 from ._build import build_report, spec_for_run
 from ._compare import compare_runs
-from ._slo import SloSpecError
+from ._slo import load_slo_spec
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,8 +33,18 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--baseline", type=int, default=0, help="index of the baseline run (default 0: the first)")
     c.add_argument("--threshold", type=float, default=10.0, help="regression threshold in percent (default 10)")
     c.add_argument("--html", type=Path, default=None, help="also write the comparison as HTML")
+    a = sub.add_parser("alert-rules", help="Prometheus alerting rules for an SLO file (over --metrics-port series)")
+    a.add_argument("slo", type=Path)
+    a.add_argument("--window", default="5m", help="rate window each rule judges (default 5m)")
+    a.add_argument("--for", dest="for_", default="5m", help="how long a breach lasts before it fires (default 5m)")
     args = p.parse_args(argv)
     try:
+        if args.cmd == "alert-rules":
+            rules = alert_rules(load_slo_spec(args.slo), args.window, args.for_)
+            sys.stdout.write(rules.to_yaml())
+            for target, why in rules.skipped:
+                print(f"reports: no rule for {target.label}: {why}", file=sys.stderr)
+            return 0
         if args.cmd == "build":
             result = build_report(args.run_dir, spec_for_run(args.run_dir, args.slo))
             print(f"reports: {result.summary.verdict}: {result.summary.reason}")
@@ -47,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.html:
             args.html.write_text(comparison.to_html(), encoding="utf-8")
         return 1 if comparison.regressions else 0
-    except (FileNotFoundError, SloSpecError) as exc:
+    except (FileNotFoundError, ValueError) as exc:  # SloSpecError, a bad --window
         print(f"reports: {exc}", file=sys.stderr)
         return 2
 

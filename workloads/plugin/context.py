@@ -28,7 +28,7 @@ from locust.env import Environment
 
 from ..rundir import REQUESTS_FILE, RecordWriter, RequestRecord, RunMeta, write_run_meta
 from ..traffic import MODELS, TrafficModel
-from . import locust_compat
+from . import exporter, locust_compat
 from .gc import GcWatch
 from .options import OptionError, RunOptions
 
@@ -134,6 +134,9 @@ class RunContext:
     key_host: str | None = None
     api_key: str = field(default="", repr=False)
     _options_source: dict[str, Any] = field(default_factory=dict)
+    #: live Prometheus export (--metrics-port), on the master / a local runner
+    metrics: exporter.ClientMetrics | None = None
+    metrics_server: Any = None
     #: load generators' own CPU % (worker id or "local" -> %), as they measured it
     cpu_by_worker: dict[str, float] = field(default_factory=dict)
 
@@ -193,6 +196,8 @@ class RunContext:
                 self._outbox.append(line)
             return
         self._account(record.workload, record.output_tokens or 0, record.worker_id)
+        if self.metrics is not None:
+            self.metrics.observe({name: getattr(record, name) for name in exporter.FIELDS})
         if self.writer is not None:
             self.writer.write_lines([line])
 
@@ -210,6 +215,8 @@ class RunContext:
             except ValueError:
                 continue
             self._account(str(data.get("workload")), int(data.get("output_tokens") or 0), str(data.get("worker_id")))
+            if self.metrics is not None:
+                self.metrics.observe(data)
         if self.writer is not None:
             self.writer.write_lines(lines)
 

@@ -22,7 +22,7 @@ from ..client import LlmClient, TargetError
 from ..rundir import EXIT_RUN_FAILED, REQUESTS_FILE
 from ..traffic import WorkloadFileError, settings_from_options
 from ..traffic.tokens import TokenCounter
-from . import locust_compat, shipping
+from . import exporter, locust_compat, shipping
 from .context import RunContext, context
 from .monitoring import start_monitor, stop_monitor
 from .options import OptionError, add_options
@@ -57,8 +57,27 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
         ctx.emulator = emu
         log.warning("tokenstorm: SIMULATED — no --host given, targeting the built-in emulator at %s", emu.url)
     ctx.key_host, ctx.api_key = environment.host, ctx.options.api_key
+    _start_exporter(environment, ctx)
     if environment.web_ui is not None:
         extend_web_ui(environment)
+
+
+def _start_exporter(environment: Environment, ctx: RunContext) -> None:
+    port = ctx.options.metrics_port
+    if not port or ctx.metrics is not None:
+        return
+
+    def users() -> int:
+        runner = environment.runner
+        return runner.user_count if runner is not None else 0
+
+    ctx.metrics = exporter.ClientMetrics(users=users, cpu=lambda: dict(ctx.cpu_by_worker))
+    try:
+        ctx.metrics_server = exporter.serve(ctx.metrics, port)
+    except OSError as exc:
+        sys.stderr.write(f"tokenstorm: --metrics-port {port}: cannot listen ({exc.strerror})\n")
+        raise SystemExit(EXIT_RUN_FAILED) from None
+    log.info("tokenstorm: Prometheus metrics on http://0.0.0.0:%d/metrics", port)
 
 
 def _bind_key_to_its_host(environment: Environment, ctx: RunContext) -> None:

@@ -71,6 +71,13 @@ def add_options(parser: Any, **_kw: Any) -> None:
         help="Share of failed requests above which the run itself counts as failed (exit 3)",
     )
     p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=0,
+        help="Serve client-side TTFT/ITL/TPOT/E2E histograms and counters for Prometheus at "
+        "http://HOST:PORT/metrics (master / local runner; 0: off)",
+    )
+    p.add_argument(
         "--allow-lost-workers",
         action="store_true",
         default=False,
@@ -190,6 +197,7 @@ class RunOptions:
     slo: str = ""
     run_fail_error_rate: float = 0.5
     gpus: int = 0
+    metrics_port: int = 0
     gpu_monitor: str = ""
     monitor_interval_s: float = 1.0
     server_metrics: bool = True
@@ -246,6 +254,7 @@ class RunOptions:
                 "--run-fail-error-rate", get("run_fail_error_rate", 0.5), minimum=0, strict=True
             ),
             gpus=_number("--gpus", get("gpus", 0), minimum=0, cast=int),
+            metrics_port=_number("--metrics-port", get("metrics_port", 0), minimum=0, cast=int),
             gpu_monitor=str(get("gpu_monitor", "") or ""),
             monitor_interval_s=_number("--monitor-interval", get("monitor_interval", 1.0), minimum=0, strict=True),
             server_metrics=not get("no_server_metrics", False),
