@@ -1,8 +1,10 @@
 """The GPU sidecar: samples on a timer, appends to a JSONL file, serves samples over HTTP.
 
 Endpoints (JSON): ``/health``; ``/info`` (GPUs, backend, interval); ``/samples?since=EPOCH``
-(every kept sample newer than EPOCH, oldest first; the Locust master polls this);
-``/latest``. It keeps the last ``keep`` samples in memory and everything on disk.
+(every kept sample newer than EPOCH, oldest first; the Locust master polls this); ``/latest``
+(each GPU's newest sample). ``/metrics``: the newest samples as Prometheus gauges
+(``tokenstorm_gpu_*``, for Grafana beside vLLM's and the client's series). It keeps the last
+``keep`` samples in memory and everything on disk.
 """
 
 from __future__ import annotations
@@ -30,6 +32,35 @@ class GpuSampler(Protocol):
     def sample(self) -> list[GpuSample]: ...
 
     def close(self) -> None: ...
+
+
+#: GPU sample field -> (Prometheus gauge, help, scale to the gauge's unit)
+GPU_GAUGES = {
+    "util_gpu_pct": ("tokenstorm_gpu_utilization_percent", "GPU utilisation %", 1.0),
+    "mem_used_mib": ("tokenstorm_gpu_memory_used_bytes", "GPU memory used", 2.0**20),
+    "mem_total_mib": ("tokenstorm_gpu_memory_total_bytes", "GPU memory total", 2.0**20),
+    "power_w": ("tokenstorm_gpu_power_watts", "GPU power draw", 1.0),
+    "temp_c": ("tokenstorm_gpu_temperature_celsius", "GPU temperature", 1.0),
+    "sm_clock_mhz": ("tokenstorm_gpu_sm_clock_hertz", "SM clock", 1e6),
+}
+
+
+def gpu_metrics_text(samples: list[dict[str, Any]]) -> bytes:
+    """Prometheus text exposition of the newest sample of each GPU (``/metrics``)."""
+    lines: list[str] = []
+    for field, (name, help_text, scale) in GPU_GAUGES.items():
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge"]
+        for s in samples:
+            value = s.get(field)
+            if value is None:
+                continue
+            labels = ",".join(f'{k}="{_escape(str(s.get(k, "")))}"' for k in ("host", "gpu", "uuid", "name"))
+            lines.append(f"{name}{{{labels}}} {float(value) * scale!r}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
 class Sidecar:
@@ -74,6 +105,14 @@ class Sidecar:
         self._httpd.server_close()
         self._threads[0].join(5)
         self.sampler.close()
+
+    def latest(self) -> list[dict[str, Any]]:
+        """The newest sample of each GPU."""
+        with self._lock:
+            newest: dict[tuple[str, int], dict[str, Any]] = {}
+            for s in self._samples:
+                newest[(str(s.get("host", "")), int(s.get("gpu", 0)))] = s
+        return [newest[k] for k in sorted(newest)]
 
     def samples_since(self, since: float) -> list[dict[str, Any]]:
         """Kept samples with ``epoch_s`` > ``since``."""
@@ -125,9 +164,14 @@ class Sidecar:
                         return
                     self._send(200, sidecar.samples_since(since))
                 elif url.path == "/latest":
-                    with sidecar._lock:
-                        last = list(sidecar._samples)[-8:]
-                    self._send(200, last)
+                    self._send(200, sidecar.latest())
+                elif url.path == "/metrics":
+                    data = gpu_metrics_text(sidecar.latest())
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
                 else:
                     self._send(404, {"error": f"no route {url.path}"})
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import yaml
@@ -58,3 +59,42 @@ def test_reference_slo_file_is_valid() -> None:
 
     spec = load_slo_spec(Path(ROOT / "slo" / "slo.yaml"))
     assert {t.metric for t in spec.targets} >= {"ttft_ms", "e2e_ms", "error_rate", "gpu_memory_gb"}
+
+
+def test_monitoring_profile_dashboard_and_rules_fit_the_series_that_exist() -> None:
+    """Every series the Grafana dashboard and the Prometheus rules ask for is one tokenstorm
+    exports, the GPU sidecar serves, or real vLLM 0.32 exposes (tests/fixtures/vllm)."""
+    import re
+
+    from monitors._sidecar import GPU_GAUGES
+    from workloads.rundir import series
+
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert services["prometheus"]["profiles"] == ["monitoring"] == services["grafana"]["profiles"]
+    assert "--metrics-port" in services["master"]["command"]
+    prom = yaml.safe_load((ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text())
+    targets = {t for job in prom["scrape_configs"] for c in job["static_configs"] for t in c["targets"]}
+    port = services["master"]["command"][services["master"]["command"].index("--metrics-port") + 1]
+    assert targets == {f"master:{port}", "vllm:8000", "gpu-monitor:9400"}
+    vllm_text = (ROOT / "tests" / "fixtures" / "vllm" / "metrics_0.32_cpu.txt").read_text()
+    known = {*series.HISTOGRAMS, f"{series.OUTPUT_TOKENS}_total", f"{series.REQUESTS}_total", series.USERS,
+             series.CLIENT_CPU, *(name for name, _, _ in GPU_GAUGES.values())}
+    known |= {m.group(1) for m in re.finditer(r"^(vllm:[a-z0-9_:]+?)(?:_bucket|_sum|_count)?[{ ]", vllm_text, re.M)}
+    dash = json.loads((ROOT / "deploy" / "grafana" / "dashboards" / "tokenstorm.json").read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    rules = yaml.safe_load((ROOT / "deploy" / "prometheus" / "rules" / "slo.yml").read_text())
+    exprs += [r["expr"] for g in rules["groups"] for r in g["rules"]]
+    used = {re.sub(r"_bucket$", "", n) for e in exprs for n in re.findall(r"\b((?:tokenstorm|vllm:)[a-z0-9_:]*)", e)}
+    assert used and used <= known, used - known
+    assert len(dash["panels"]) >= 8
+
+
+def test_committed_alert_rules_are_those_of_the_reference_slo_file() -> None:
+    from reports import load_slo_spec
+    from reports._alerts import alert_rules
+
+    committed = (ROOT / "deploy" / "prometheus" / "rules" / "slo.yml").read_text()
+    spec = load_slo_spec(ROOT / "slo" / "slo.yaml")
+    spec.source = "slo/slo.yaml"  # as generated from the repository root
+    assert committed == alert_rules(spec).to_yaml(), "regenerate: python -m reports alert-rules slo/slo.yaml"

@@ -13,6 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import ROOT
 
@@ -52,6 +53,14 @@ def test_sidecar_writes_and_serves_samples(tmp_path: Path) -> None:
         assert [s["epoch_s"] for s in newer][:1] == [times[-1]]  # type: ignore[union-attr]
         with pytest.raises(urllib.error.HTTPError):
             get(f"{url}/samples?since=yesterday")
+        # /metrics: each GPU's newest sample as Prometheus gauges, read by prometheus-client's parser
+        latest = {s["gpu"]: s for s in get(f"{url}/latest")}  # type: ignore[union-attr]
+        text = urllib.request.urlopen(f"{url}/metrics", timeout=5).read().decode()
+        gauges = {(s.name, s.labels["gpu"]): s.value for f in text_string_to_metric_families(text) for s in f.samples}
+        assert len(latest) >= 1 and {g for _, g in gauges} == {str(g) for g in latest}
+        for gpu, sample in latest.items():
+            assert gauges[("tokenstorm_gpu_memory_used_bytes", str(gpu))] == sample["mem_used_mib"] * 2**20
+            assert gauges[("tokenstorm_gpu_power_watts", str(gpu))] == sample["power_w"]
     finally:
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=10)

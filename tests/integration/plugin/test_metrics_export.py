@@ -1,0 +1,62 @@
+"""--metrics-port during a real run: Prometheus text parsed by prometheus-client, the expected
+series, and counts that agree with the records the run wrote."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import ROOT, free_port
+
+
+def _scrape(url: str) -> dict[tuple[str, tuple], float]:
+    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(text) for s in f.samples}  # fmt: skip
+
+
+def test_metrics_port_serves_client_side_series_during_the_run(tmp_path: Path) -> None:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "mixed.py"), "--headless", "-u", "6",
+         "-r", "6", "-t", "12s", "--wait-time", "0", "--max-tokens", "16", "--metrics-port", str(port),
+         "--run-dir", str(tmp_path / "runs"), "--emulator-args", "--ttft-ms 40 --itl-ms 4"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        time.sleep(8)
+        t_scrape = time.time()
+        got = _scrape(f"http://127.0.0.1:{port}/metrics")
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, out[-2000:]
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    records = [json.loads(line) for line in (run_dir / "requests.jsonl").read_text().splitlines()]
+    for workload in ("contract", "code", "chat"):
+        w = (("workload", workload),)
+        ok_then = got[("tokenstorm_time_to_first_token_seconds_count", w)]
+        ok_final = sum(1 for r in records if r["workload"] == workload and r["ok"])
+        assert 0 < ok_then <= ok_final  # scraped mid-run: part of what the run recorded, never more
+        assert got[("tokenstorm_requests_total", (("category", ""), ("outcome", "ok"), *w))] == ok_then
+        # every ITL gap counted: one per output token after the first, as in the records
+        assert got[("tokenstorm_inter_token_latency_seconds_count", w)] >= ok_then * 1
+        # numpy on the records finished by the scrape: the same requests, the same mean TTFT
+        done = [r for r in records if r["workload"] == workload and r["ok"]
+                and r["start_epoch_s"] + r["e2e_s"] <= t_scrape]  # fmt: skip
+        assert abs(ok_then - len(done)) <= 3, (ok_then, len(done))
+        mean_ttft = got[("tokenstorm_time_to_first_token_seconds_sum", w)] / ok_then
+        assert mean_ttft == pytest.approx(float(np.mean([r["ttft_s"] for r in done])), rel=0.05)
+        assert got[("tokenstorm_output_tokens_total", w)] >= ok_then
+    assert got[("tokenstorm_users", ())] == 6
+    assert got[("tokenstorm_client_cpu_percent", (("worker", "local"),))] > 0
