@@ -28,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser("build", help="write report.html, junit.xml and summary.json into RUN_DIR")
     b.add_argument("run_dir", type=Path)
     b.add_argument("--slo", type=Path, default=None, help="judge by this SLO file instead of the run's own")
+    b.add_argument("--live", action="store_true", help="a snapshot of a run still going (not 'incomplete')")
     c = sub.add_parser("compare", help="compare runs side by side")
     c.add_argument("run_dirs", type=Path, nargs="+")
     c.add_argument("--baseline", type=int, default=0, help="index of the baseline run (default 0: the first)")
@@ -46,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"reports: no rule for {target.label}: {why}", file=sys.stderr)
             return 0
         if args.cmd == "build":
-            result = build_report(args.run_dir, spec_for_run(args.run_dir, args.slo))
+            result = build_report(args.run_dir, spec_for_run(args.run_dir, args.slo), live=args.live)
             print(f"reports: {result.summary.verdict}: {result.summary.reason}")
             print(f"reports: wrote {result.report}, {result.junit.name}, {result.summary_json.name}")
             return result.exit_code

@@ -137,6 +137,7 @@ class RunContext:
     #: live Prometheus export (--metrics-port), on the master / a local runner
     metrics: exporter.ClientMetrics | None = None
     metrics_server: Any = None
+    snapshots: Any = None  # soak.Snapshots of the current run
     #: load generators' own CPU % (worker id or "local" -> %), as they measured it
     cpu_by_worker: dict[str, float] = field(default_factory=dict)
 

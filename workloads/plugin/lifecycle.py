@@ -22,7 +22,7 @@ from ..client import LlmClient, TargetError
 from ..rundir import EXIT_RUN_FAILED, REQUESTS_FILE
 from ..traffic import WorkloadFileError, settings_from_options
 from ..traffic.tokens import TokenCounter
-from . import exporter, locust_compat, shipping
+from . import exporter, locust_compat, shipping, soak
 from .context import RunContext, context
 from .monitoring import start_monitor, stop_monitor
 from .options import OptionError, add_options
@@ -221,9 +221,14 @@ def _preflight(environment: Environment, ctx: RunContext) -> str | None:
 def _flush_loop(environment: Environment, ctx: RunContext) -> None:
     last_log = 0.0
     writer = ctx.writer
+    assert ctx.run_dir is not None
+    disk = soak.DiskWatch(ctx.run_dir)
+    ctx.snapshots = soak.Snapshots(ctx.run_dir, ctx.options.report_every_s)
     while ctx.writer is writer and writer is not None:
         gevent.sleep(2.0)
         ctx.flush()
+        disk.check()
+        ctx.snapshots.tick()
         last_log += 2.0
         if last_log >= 10.0 and ctx.options.headless:
             last_log = 0.0
@@ -243,6 +248,8 @@ def _build_outputs(environment: Environment, ctx: RunContext) -> None:
     if ctx.run_dir is None or ctx.report_built:
         return
     ctx.report_built = True
+    if ctx.snapshots is not None:
+        ctx.snapshots.stop()  # a snapshot finishing later would overwrite the final report
     ctx.flush()
     try:
         result = build_report(ctx.run_dir, ctx.slo_spec)

@@ -71,6 +71,12 @@ def add_options(parser: Any, **_kw: Any) -> None:
         help="Share of failed requests above which the run itself counts as failed (exit 3)",
     )
     p.add_argument(
+        "--report-every",
+        type=float,
+        default=3600.0,
+        help="Seconds between report.html snapshots during a run, built in a child process (0: only at the end)",
+    )
+    p.add_argument(
         "--metrics-port",
         type=int,
         default=0,
@@ -198,6 +204,7 @@ class RunOptions:
     run_fail_error_rate: float = 0.5
     gpus: int = 0
     metrics_port: int = 0
+    report_every_s: float = 3600.0
     gpu_monitor: str = ""
     monitor_interval_s: float = 1.0
     server_metrics: bool = True
@@ -255,6 +262,7 @@ class RunOptions:
             ),
             gpus=_number("--gpus", get("gpus", 0), minimum=0, cast=int),
             metrics_port=_number("--metrics-port", get("metrics_port", 0), minimum=0, cast=int),
+            report_every_s=_number("--report-every", get("report_every", 3600.0), minimum=0),
             gpu_monitor=str(get("gpu_monitor", "") or ""),
             monitor_interval_s=_number("--monitor-interval", get("monitor_interval", 1.0), minimum=0, strict=True),
             server_metrics=not get("no_server_metrics", False),

@@ -1,5 +1,5 @@
 """--metrics-port during a real run: Prometheus text parsed by prometheus-client, the expected
-series, and counts that agree with the records the run wrote."""
+series, and counts that agree with the records the run wrote; --report-every snapshots."""
 
 from __future__ import annotations
 
@@ -27,14 +27,20 @@ def test_metrics_port_serves_client_side_series_during_the_run(tmp_path: Path) -
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "mixed.py"), "--headless", "-u", "6",
-         "-r", "6", "-t", "12s", "--wait-time", "0", "--max-tokens", "16", "--metrics-port", str(port),
-         "--run-dir", str(tmp_path / "runs"), "--emulator-args", "--ttft-ms 40 --itl-ms 4"],
+         "-r", "6", "-t", "18s", "--wait-time", "0", "--max-tokens", "16", "--metrics-port", str(port),
+         "--report-every", "3", "--run-dir", str(tmp_path / "runs"), "--emulator-args", "--ttft-ms 40 --itl-ms 4"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
         time.sleep(8)
         t_scrape = time.time()
         got = _scrape(f"http://127.0.0.1:{port}/metrics")
+        (live_dir,) = (tmp_path / "runs").iterdir()
+        # --report-every 3: report.html is rebuilt while the run goes on (a child process)
+        while not (live_dir / "report.html").exists() and proc.poll() is None:
+            time.sleep(0.2)
+        assert proc.poll() is None, "no snapshot before the run ended"
+        snapshot = (live_dir / "report.html").read_text()
         out, _ = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
@@ -59,4 +65,5 @@ def test_metrics_port_serves_client_side_series_during_the_run(tmp_path: Path) -
         assert mean_ttft == pytest.approx(float(np.mean([r["ttft_s"] for r in done])), rel=0.05)
         assert got[("tokenstorm_output_tokens_total", w)] >= ok_then
     assert got[("tokenstorm_users", ())] == 6
+    assert 'id="verdict"' in snapshot and "never finished" not in snapshot  # live: not "incomplete"
     assert got[("tokenstorm_client_cpu_percent", (("worker", "local"),))] > 0
