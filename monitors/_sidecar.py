@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from workloads.rundir.samples import GpuSample, to_line
+from workloads.rundir.series import GPU_UTIL
 
 __all__ = ["GpuSampler", "Sidecar"]
 
@@ -36,7 +37,7 @@ class GpuSampler(Protocol):
 
 #: GPU sample field -> (Prometheus gauge, help, scale to the gauge's unit)
 GPU_GAUGES = {
-    "util_gpu_pct": ("tokenstorm_gpu_utilization_percent", "GPU utilisation %", 1.0),
+    "util_gpu_pct": (GPU_UTIL, "GPU utilisation %", 1.0),
     "mem_used_mib": ("tokenstorm_gpu_memory_used_bytes", "GPU memory used", 2.0**20),
     "mem_total_mib": ("tokenstorm_gpu_memory_total_bytes", "GPU memory total", 2.0**20),
     "power_w": ("tokenstorm_gpu_power_watts", "GPU power draw", 1.0),

@@ -4,7 +4,8 @@
     python -m reports compare RUN_A RUN_B ... [--baseline 0] [--threshold 10] [--html out.html]
     python -m reports alert-rules slo.yaml [--window 5m] [--for 5m] > tokenstorm-rules.yml
 
-build exits 0 when the SLOs held, 1 when one failed, 3 when the run itself failed;
+build exits 0 when the SLOs held, 1 when one failed, 3 when the run itself failed, 4 when the run
+is incomplete (a worker lost, or it never finished; not with --live, which writes report.html only);
 compare exits 1 when a run regressed against the baseline by more than the threshold.
 """
 
@@ -14,10 +15,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from ._alerts import alert_rules
+from ._alerts import AlertRuleError, alert_rules
 from ._build import build_report, spec_for_run
 from ._compare import compare_runs
-from ._slo import load_slo_spec
+from ._slo import SloSpecError, load_slo_spec
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,7 +50,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "build":
             result = build_report(args.run_dir, spec_for_run(args.run_dir, args.slo), live=args.live)
             print(f"reports: {result.summary.verdict}: {result.summary.reason}")
-            print(f"reports: wrote {result.report}, {result.junit.name}, {result.summary_json.name}")
+            written = [result.report.name] if args.live else [result.report.name, result.junit.name,
+                                                                 result.summary_json.name]  # fmt: skip
+            print(f"reports: wrote {', '.join(written)} in {args.run_dir}")
             return result.exit_code
         if len(args.run_dirs) < 2:
             p.error("compare needs at least two run directories")
@@ -60,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.html:
             args.html.write_text(comparison.to_html(), encoding="utf-8")
         return 1 if comparison.regressions else 0
-    except (FileNotFoundError, ValueError) as exc:  # SloSpecError, a bad --window
+    except (FileNotFoundError, SloSpecError, AlertRuleError) as exc:
         print(f"reports: {exc}", file=sys.stderr)
         return 2
 

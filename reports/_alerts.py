@@ -17,11 +17,15 @@ from typing import Any
 
 import yaml
 
-from workloads.rundir.series import OUTPUT_TOKENS, REQUESTS, SLO_HISTOGRAMS
+from workloads.rundir.series import GPU_UTIL, OUTPUT_TOKENS, REQUESTS, SLO_HISTOGRAMS, USERS
 
 from ._slo import LATENCY_METRICS, SloSpec, SloTarget
 
-__all__ = ["AlertRules", "alert_rules"]
+__all__ = ["AlertRuleError", "AlertRules", "alert_rules"]
+
+class AlertRuleError(ValueError):
+    """A bad ``--window`` / ``--for``."""
+
 
 _DURATION = re.compile(r"^\d+(ms|s|m|h|d|w|y)$")
 
@@ -65,13 +69,17 @@ def _expr(t: SloTarget, spec: SloSpec, window: str) -> tuple[str, str] | str:
         errors = f"sum{group}(rate({REQUESTS}_total{_selector(t, ('outcome', '=', 'error'))}[{window}]))"
         judged = f"sum{group}(rate({REQUESTS}_total{_selector(t, ('outcome', '!=', 'cancelled'))}[{window}]))"
         return f"{errors} / {judged} > {t.threshold:g}", ""
+    # Throughput floors hold only while load is offered: an idle load generator breaks none.
+    running = f" and on() sum({USERS}) > 0"
     if t.metric in ("output_tokens_per_s", "output_tokens_per_s_per_gpu"):
-        gpus = (spec.gpus or 1) if t.metric.endswith("per_gpu") else 1
-        per = f" / {gpus}" if gpus > 1 else ""
-        return f"sum{group}(rate({OUTPUT_TOKENS}_total{_selector(t)}[{window}])){per} < {t.threshold:g}", "tok/s"
+        per = ""
+        if t.metric.endswith("per_gpu"):  # GPUs: the SLO file's, else those the sidecar samples, else 1
+            per = f" / {spec.gpus}" if spec.gpus else f" / scalar(count({GPU_UTIL}) or vector(1))"
+        rate = f"sum{group}(rate({OUTPUT_TOKENS}_total{_selector(t)}[{window}])){per}"
+        return f"({rate} < {t.threshold:g}){running}", "tok/s"
     if t.metric == "requests_per_s":
         ok = _selector(t, ("outcome", "=", "ok"))
-        return f"sum{group}(rate({REQUESTS}_total{ok}[{window}])) < {t.threshold:g}", "req/s"
+        return f"(sum{group}(rate({REQUESTS}_total{ok}[{window}])) < {t.threshold:g}){running}", "req/s"
     return f"{t.metric} is not a client-side series (the report judges it)"
 
 
@@ -79,7 +87,7 @@ def alert_rules(spec: SloSpec, window: str = "5m", for_: str = "5m", group: str 
     """The Prometheus rule file for ``spec``."""
     for name, value in (("window", window), ("for", for_)):
         if not _DURATION.match(value):
-            raise ValueError(f"--{name} {value!r}: a Prometheus duration like 5m, 30s, 1h")
+            raise AlertRuleError(f"--{name} {value!r}: a Prometheus duration like 5m, 30s, 1h")
     rules: list[dict[str, Any]] = []
     skipped: list[tuple[SloTarget, str]] = []
     for t in spec.targets:

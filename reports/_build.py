@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from workloads.rundir import EXIT_CODES, JUNIT_FILE, REPORT_FILE, read_run_meta, write_summary
+from workloads.rundir import EXIT_CODES, JUNIT_FILE, REPORT_FILE, SUMMARY_FILE, read_run_meta, write_summary
 
 from ._html import render_report
 from ._junit import junit_xml
@@ -45,7 +45,7 @@ def spec_for_run(run_dir: Path, override: Path | None = None) -> SloSpec:
 
 def build_report(run_dir: Path, spec: SloSpec | None = None, run_failed_error_rate: float = 0.5,
                  live: bool = False) -> BuildResult:  # fmt: skip
-    """Write the three outputs into ``run_dir`` (``live``: a view of a run still going)."""
+    """Write the three outputs into ``run_dir`` (``live``: a view of a run still going — report.html only)."""
     run = load_run(run_dir)
     spec = spec or spec_for_run(run_dir)
     limit = float(run.meta.option("run_fail_error_rate", run_failed_error_rate))
@@ -55,6 +55,8 @@ def build_report(run_dir: Path, spec: SloSpec | None = None, run_failed_error_ra
     tmp.write_text(render_report(run, spec, summary), encoding="utf-8")
     tmp.replace(report)
     junit = run_dir / JUNIT_FILE
-    junit.write_text(junit_xml(summary), encoding="utf-8")
-    summary_json = write_summary(run_dir, summary.to_json(run))
+    summary_json = run_dir / SUMMARY_FILE
+    if not live:  # a live view is only a page: CI must never pick up a verdict of a run still going
+        junit.write_text(junit_xml(summary), encoding="utf-8")
+        summary_json = write_summary(run_dir, summary.to_json(run))
     return BuildResult(summary, report, junit, summary_json)

@@ -76,7 +76,10 @@ def test_monitoring_profile_dashboard_and_rules_fit_the_series_that_exist() -> N
     prom = yaml.safe_load((ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text())
     targets = {t for job in prom["scrape_configs"] for c in job["static_configs"] for t in c["targets"]}
     port = services["master"]["command"][services["master"]["command"].index("--metrics-port") + 1]
-    assert targets == {f"master:{port}", "vllm:8000", "gpu-monitor:9400"}
+    assert targets == {f"master:{port}", f"master-emulator:{port}", "vllm:8000", "gpu-monitor:9400"}
+    for master in ("master", "master-emulator"):  # reachable from the prometheus container
+        cmd = services[master]["command"]
+        assert cmd[cmd.index("--metrics-port") + 1] == port and cmd[cmd.index("--metrics-host") + 1] == "0.0.0.0"
     vllm_text = (ROOT / "tests" / "fixtures" / "vllm" / "metrics_0.32_cpu.txt").read_text()
     known = {*series.HISTOGRAMS, f"{series.OUTPUT_TOKENS}_total", f"{series.REQUESTS}_total", series.USERS,
              series.CLIENT_CPU, *(name for name, _, _ in GPU_GAUGES.values())}

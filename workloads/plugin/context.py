@@ -150,6 +150,25 @@ class RunContext:
             self._options_source = source
         return self.options
 
+    def bind_key(self, namespace: Any, host: str | None) -> None:
+        """The API key goes only to the host it was given for: a run started (web UI) against another
+        host carries no key in its options — nor, therefore, in the master's spawn messages to workers."""
+        if self.is_worker or namespace is None or not self.api_key:
+            return
+        if self.key_host is None or host == self.key_host:  # None: the user classes name their hosts
+            namespace.api_key = self.api_key
+        elif getattr(namespace, "api_key", ""):
+            namespace.api_key = ""
+            log.warning("tokenstorm: the API key given for %s is not sent to %s; start tokenstorm with --host %s "
+                        "and that host's key to use one there", self.key_host, host, host)  # fmt: skip
+
+    def key_for(self, host: str) -> str | None:
+        """The API key to send to ``host`` (none to a host it was not given for)."""
+        key = self.options.api_key
+        if not key or self.is_worker or self.key_host is None or host.rstrip("/") == self.key_host.rstrip("/"):
+            return key or None
+        return None
+
     def reset_builders(self) -> None:
         """Forget the traffic model instances (the settings changed)."""
         self._builders.clear()

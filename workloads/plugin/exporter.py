@@ -33,7 +33,7 @@ LATENCY_BUCKETS_S = (0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0
                      2560.0)  # fmt: skip
 _BOUNDS = np.array(LATENCY_BUCKETS_S)
 #: the record fields the exporter reads
-FIELDS = ("workload", "ok", "error_category", "output_tokens", *(field for field, _ in HISTOGRAMS.values()))
+FIELDS = ("workload", "ok", "error_category", "warmup", "output_tokens", *(field for field, _ in HISTOGRAMS.values()))
 
 
 class _Hist:
@@ -63,7 +63,10 @@ class ClientMetrics(Collector):
         self._cpu = cpu
 
     def observe(self, record: dict[str, Any]) -> None:
-        """Count one record (a decoded ``requests.jsonl`` line, or ``RequestRecord`` fields)."""
+        """Count one record (a decoded ``requests.jsonl`` line, or ``RequestRecord`` fields); warm-up
+        requests are left out, as the report leaves them out of its judgement."""
+        if record.get("warmup"):
+            return
         workload = str(record.get("workload") or "")
         category = record.get("error_category")
         outcome = "ok" if record.get("ok") else "cancelled" if category == "cancelled" else "error"
@@ -117,7 +120,7 @@ class ClientMetrics(Collector):
             yield cpu
 
 
-def serve(metrics: ClientMetrics, port: int, host: str = "0.0.0.0") -> Any:
+def serve(metrics: ClientMetrics, port: int, host: str = "127.0.0.1") -> Any:
     """Serve ``metrics`` at ``http://host:port/metrics``; returns the server (``.shutdown()`` stops it)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(metrics)

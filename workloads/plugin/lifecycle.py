@@ -73,26 +73,11 @@ def _start_exporter(environment: Environment, ctx: RunContext) -> None:
 
     ctx.metrics = exporter.ClientMetrics(users=users, cpu=lambda: dict(ctx.cpu_by_worker))
     try:
-        ctx.metrics_server = exporter.serve(ctx.metrics, port)
+        ctx.metrics_server = exporter.serve(ctx.metrics, port, ctx.options.metrics_host)
     except OSError as exc:
         sys.stderr.write(f"tokenstorm: --metrics-port {port}: cannot listen ({exc.strerror})\n")
         raise SystemExit(EXIT_RUN_FAILED) from None
-    log.info("tokenstorm: Prometheus metrics on http://0.0.0.0:%d/metrics", port)
-
-
-def _bind_key_to_its_host(environment: Environment, ctx: RunContext) -> None:
-    """The API key goes only to the host it was given for. A run started (from the web UI) against
-    another host sends no key — nor do the workers, which get their options from here."""
-    opts = environment.parsed_options
-    if ctx.is_worker or opts is None or not ctx.api_key:
-        return
-    if environment.host == ctx.key_host:
-        opts.api_key = ctx.api_key
-    elif getattr(opts, "api_key", ""):
-        opts.api_key = ""
-        log.warning("tokenstorm: the API key given for %s is not sent to %s; start tokenstorm with --host %s "
-                    "and that host's key to use one there",
-                    ctx.key_host, environment.host, environment.host)  # fmt: skip
+    log.info("tokenstorm: Prometheus metrics on http://%s:%d/metrics", ctx.options.metrics_host, port)
 
 
 def _load_slo_spec_or_exit(environment: Environment, ctx: RunContext) -> None:
@@ -160,7 +145,7 @@ def _on_test_start(environment: Environment, **_kw: Any) -> None:
         return
     ctx.simulated = bool(ctx.emulator_url) and environment.host == ctx.emulator_url
     ctx.problem = None
-    _bind_key_to_its_host(environment, ctx)
+    ctx.bind_key(environment.parsed_options, environment.host)
     try:
         ctx.refresh_options(opts)  # options may have changed in the web UI form
         ctx.warmup_s = ctx.options.warmup_s
@@ -317,6 +302,8 @@ def _on_quitting(environment: Environment, **_kw: Any) -> None:
             ctx.run_dir / REQUESTS_FILE,
         )
     stop_monitor(ctx)
+    if ctx.snapshots is not None:
+        ctx.snapshots.stop()
     ctx.close()
     emu = ctx.emulator
     if emu is not None:

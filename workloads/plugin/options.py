@@ -17,7 +17,7 @@ import orjson
 
 from ..traffic.models import MODELS
 
-__all__ = ["OptionError", "RunOptions", "add_options", "parse_steps"]
+__all__ = ["OPTION_DESTS", "OptionError", "RunOptions", "add_options", "parse_steps"]
 
 
 class OptionError(ValueError):
@@ -82,6 +82,11 @@ def add_options(parser: Any, **_kw: Any) -> None:
         default=0,
         help="Serve client-side TTFT/ITL/TPOT/E2E histograms and counters for Prometheus at "
         "http://HOST:PORT/metrics (master / local runner; 0: off)",
+    )
+    p.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        help="Address --metrics-port listens on (0.0.0.0 for a Prometheus on another machine)",
     )
     p.add_argument(
         "--allow-lost-workers",
@@ -204,6 +209,7 @@ class RunOptions:
     run_fail_error_rate: float = 0.5
     gpus: int = 0
     metrics_port: int = 0
+    metrics_host: str = "127.0.0.1"
     report_every_s: float = 3600.0
     gpu_monitor: str = ""
     monitor_interval_s: float = 1.0
@@ -262,6 +268,7 @@ class RunOptions:
             ),
             gpus=_number("--gpus", get("gpus", 0), minimum=0, cast=int),
             metrics_port=_number("--metrics-port", get("metrics_port", 0), minimum=0, cast=int),
+            metrics_host=str(get("metrics_host", "127.0.0.1") or "127.0.0.1"),
             report_every_s=_number("--report-every", get("report_every", 3600.0), minimum=0),
             gpu_monitor=str(get("gpu_monitor", "") or ""),
             monitor_interval_s=_number("--monitor-interval", get("monitor_interval", 1.0), minimum=0, strict=True),
@@ -282,3 +289,26 @@ class RunOptions:
             locustfile=str(get("locustfile", "run") or "run"),
             spawn_rate=float(get("spawn_rate", 1.0) or 1.0),
         )
+
+
+class _Dests:
+    """Records the destinations :func:`add_options` adds (for telling tokenstorm's options apart)."""
+
+    def __init__(self) -> None:
+        self.dests: set[str] = set()
+
+    def add_argument(self, *flags: str, **kw: Any) -> None:
+        self.dests.add(kw.get("dest") or flags[0].lstrip("-").replace("-", "_"))
+
+    def set_defaults(self, **kw: Any) -> None:
+        pass
+
+
+def _option_dests() -> frozenset[str]:
+    parser = _Dests()
+    add_options(parser)
+    return frozenset(parser.dests)
+
+
+#: the attribute names of tokenstorm's own options
+OPTION_DESTS = _option_dests()

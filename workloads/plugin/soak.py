@@ -9,6 +9,7 @@ snapshot runs at a time, and a running one is stopped before the final report is
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -58,20 +59,31 @@ class Snapshots:
         self._next = time.monotonic() + every_s
         self._proc: subprocess.Popen[bytes] | None = None
         self.started = 0
+        self.stopped = False
+        self._said_failure = False
 
     def tick(self) -> None:
         """Start a snapshot when one is due and none is running."""
-        if self.every_s <= 0 or time.monotonic() < self._next:
+        if self._proc is not None and self._proc.poll() not in (None, 0) and not self._said_failure:
+            self._said_failure = True
+            log.warning("tokenstorm: a report snapshot failed (exit %s); the final report is built at the end "
+                        "all the same: python -m reports build %s --live",
+                        self._proc.returncode, self.run_dir)  # fmt: skip
+        if self.stopped or self.every_s <= 0 or time.monotonic() < self._next:
             return
         if self._proc is not None and self._proc.poll() is None:
             return  # the previous one is still reading: skip this turn
         self._next = time.monotonic() + self.every_s
+        env = dict(os.environ)
+        root = str(Path(__file__).resolve().parents[2])  # tokenstorm from this checkout, installed or not
+        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
         self._proc = subprocess.Popen([sys.executable, "-m", "reports", "build", str(self.run_dir), "--live"],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)  # fmt: skip
         self.started += 1
 
     def stop(self) -> None:
-        """Stop a running snapshot (the final report follows)."""
+        """Stop a running snapshot and start no more (the final report follows)."""
+        self.stopped = True
         if self._proc is not None and self._proc.poll() is None:
             self._proc.terminate()
             try:

@@ -41,10 +41,11 @@ class LlmRequestFailed(Exception):
 
 def run_client(environment: Environment, host: str, user_id: int = 0) -> LlmClient:
     """An :class:`LlmClient` set up from the run's options — the one way every kind of user gets one."""
-    opts = context(environment).options
+    ctx = context(environment)
+    opts = ctx.options
     return LlmClient(
         host,
-        api_key=opts.api_key or None,
+        api_key=ctx.key_for(host),
         timeout_s=opts.request_timeout_s,
         continuous_usage=opts.continuous_usage,
         user_id=user_id,

@@ -12,7 +12,7 @@ from locust.env import Environment
 from ..rundir import CLIENT_BOUND_CPU_PCT, REPORT_FILE
 from ..traffic import settings_from_options
 from .context import context
-from .options import RunOptions
+from .options import OPTION_DESTS, RunOptions
 
 __all__ = ["extend_web_ui", "form_problem"]
 
@@ -43,8 +43,8 @@ def form_problem(environment: Environment, form: dict[str, str]) -> str | None:
     """What is wrong with the web UI start form's tokenstorm values (``None``: nothing)."""
     values = dict(vars(environment.parsed_options)) if environment.parsed_options is not None else {}
     for key, raw in form.items():
-        if key not in values:
-            continue
+        if key not in values or key not in OPTION_DESTS:
+            continue  # Locust's own fields (run time, users, host...) are Locust's to check
         current = values[key]
         if isinstance(current, bool):
             values[key] = raw == "true"
@@ -119,6 +119,8 @@ def extend_web_ui(environment: Environment) -> None:
         with its one line in the form, before any traffic."""
         if request.method != "POST" or not request.path.endswith("/swarm"):
             return None
+        # Before Locust takes the form: a new host (also mid-run) gets no key, nor do the workers.
+        context(environment).bind_key(environment.parsed_options, request.form.get("host") or environment.host)
         problem = form_problem(environment, dict(request.form.items()))
         if problem is None:
             return None

@@ -5,8 +5,8 @@ Grafana dashboard (``deploy/grafana/``)."""
 
 from __future__ import annotations
 
-__all__ = ["CLIENT_CPU", "E2E", "HISTOGRAMS", "ITL", "OUTPUT_TOKENS", "REQUESTS", "SEND_LAG", "SLO_HISTOGRAMS", "TPOT",
-           "TTFT", "USERS"]  # fmt: skip
+__all__ = ["CLIENT_CPU", "E2E", "GPU_UTIL", "HISTOGRAMS", "ITL", "OUTPUT_TOKENS", "REQUESTS", "SEND_LAG",
+           "SLO_HISTOGRAMS", "TPOT", "TTFT", "USERS"]  # fmt: skip
 
 TTFT = "tokenstorm_time_to_first_token_seconds"
 ITL = "tokenstorm_inter_token_latency_seconds"
@@ -19,6 +19,8 @@ REQUESTS = "tokenstorm_requests"  # labels: workload, outcome (ok, error, cancel
 #: gauges
 USERS = "tokenstorm_users"
 CLIENT_CPU = "tokenstorm_client_cpu_percent"  # label: worker
+#: the GPU sidecar's gauges (monitors/_sidecar.py), one series per GPU
+GPU_UTIL = "tokenstorm_gpu_utilization_percent"
 
 #: histogram -> (RequestRecord field, help); labels: workload
 HISTOGRAMS = {

@@ -112,10 +112,17 @@ def test_the_api_key_stays_out_of_the_web_ui_and_off_other_hosts(tmp_path: Path)
             leaked = [name for name, body in bodies.items() if SECRET in body or SECRET[-10:] in body]
             assert leaked == []
             assert "tokenstorm SLO report" in bodies["/tokenstorm/report"] and len(seen) > 3
-            # Another host from the start form: the key given for the emulator is not sent there.
+            # Another host from the start form, mid-run and after a stop: the key given for the
+            # emulator is never sent there.
+            other = f"http://127.0.0.1:{listener.port}"
+            answer = _post(base + "/swarm", {"user_count": "4", "spawn_rate": "4", "host": other})
+            assert answer["success"], answer
+            deadline = time.monotonic() + 20
+            while b"POST /v1/" not in listener.seen and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert b"POST /v1/" in listener.seen  # new users went there
             _post(base + "/stop", {})
             time.sleep(1)
-            other = f"http://127.0.0.1:{listener.port}"
             answer = _post(base + "/swarm", {"user_count": "1", "spawn_rate": "1", "host": other})
             assert answer["success"], answer
             deadline = time.monotonic() + 20

@@ -28,7 +28,8 @@ slos:
     requests_per_s: {min: 2}
     gpu_memory_gb: {max: 58}
 """
-EXPORTED = {*series.HISTOGRAMS, f"{series.OUTPUT_TOKENS}_total", f"{series.REQUESTS}_total"}
+EXPORTED = {*series.HISTOGRAMS, f"{series.OUTPUT_TOKENS}_total", f"{series.REQUESTS}_total", series.USERS,
+            series.GPU_UTIL}
 
 
 def _check_promql_shape(expr: str) -> None:
@@ -65,7 +66,10 @@ def test_rules_for_every_judgeable_target(tmp_path: Path) -> None:
     err = by_slo["chat error_rate max <= 0.01"]["expr"]
     assert 'outcome="error"' in err and 'outcome!="cancelled"' in err and err.endswith("> 0.01")
     assert "sum by (le, workload)" in by_slo["* e2e_ms p50 <= 5000"]["expr"]  # one alert series per workload
-    assert by_slo["run output_tokens_per_s_per_gpu min >= 45"]["expr"].endswith(") / 2 < 45")  # gpus: 2
+    per_gpu = by_slo["run output_tokens_per_s_per_gpu min >= 45"]["expr"]
+    assert per_gpu.startswith("(sum(rate(tokenstorm_output_tokens_total[10m])) / 2 < 45)")  # gpus: 2
+    # throughput floors only while load is offered: an idle generator breaks none
+    assert per_gpu.endswith(" and on() sum(tokenstorm_users) > 0")
     assert 'outcome="ok"' in by_slo["run requests_per_s min >= 2"]["expr"]
     assert sorted(t.label for t, _ in rules.skipped) == ["chat ttft_ms max <= 2000", "run gpu_memory_gb max <= 58"]
 
@@ -85,3 +89,11 @@ def test_command_line_writes_rules_and_names_what_it_skipped(tmp_path: Path) -> 
 @pytest.mark.parametrize("window", ["5m", "30s", "1h"])
 def test_durations_accepted(window: str) -> None:
     assert alert_rules(load_slo_spec(), window=window).document["groups"][0]["rules"]
+
+
+def test_per_gpu_throughput_without_a_gpu_count_divides_by_the_gpus_the_sidecar_samples(tmp_path: Path) -> None:
+    slo = tmp_path / "slo.yaml"
+    slo.write_text("slos:\n  run:\n    output_tokens_per_s_per_gpu: {min: 45}\n")
+    (rule,) = alert_rules(load_slo_spec(slo)).document["groups"][0]["rules"]
+    assert "/ scalar(count(tokenstorm_gpu_utilization_percent) or vector(1)) < 45" in rule["expr"]
+    _check_promql_shape(rule["expr"])
