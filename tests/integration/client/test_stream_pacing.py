@@ -30,10 +30,10 @@ def test_streams_at_two_ms_per_token_are_not_bunched(locust_runner) -> None:  # 
     assert len(done) >= 100, len(done)
     gaps = [g for r in done for g in r["itl_gaps_s"]]
     bunched = [r for r in done if sum(g == 0 for g in r["itl_gaps_s"]) > len(r["itl_gaps_s"]) / 2]
-    # 0 in most runs; once 5 of 437 on a loaded CI machine, where the emulator shares the two
-    # cores with the client. The bug this guards against bunched 30-75% of streams. (Against
-    # real vLLM the e2e tier holds the issue's < 1%.)
-    assert len(bunched) < 0.03 * len(done), f"{len(bunched)} of {len(done)} streams read at once"
+    # 0 in most runs; on a loaded 2-core CI machine, where the emulator shares the cores with the
+    # client, up to 26 of 320 (8%). The bug this guards against bunched 30-75% of streams; against
+    # real vLLM the e2e tier holds the issue's < 1%.
+    assert len(bunched) < 0.15 * len(done), f"{len(bunched)} of {len(done)} streams read at once"
     # The emulator wrote a token every 2 ms and the first after 15 ms: the records say so.
     assert statistics.fmean(gaps) == pytest.approx(0.002, abs=0.0002)
     # A gap of exactly 0 means two tokens came in one read. On a shared 2-core machine many do
