@@ -37,7 +37,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from workloads.rundir import RequestRecord  # noqa: E402 (a script run from anywhere)
+from workloads.rundir import RequestRecord, read_records  # noqa: E402 (a script run from anywhere)
 
 HISTOGRAMS = {
     "ttft": "vllm:time_to_first_token_seconds",
@@ -133,8 +133,7 @@ def run_once(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout[-2000:] + proc.stderr[-2000:])
     run_dir = sorted((workdir / "runs").glob("*"))[-1]
-    lines = (run_dir / "requests.jsonl").read_text().splitlines()
-    records = [json.loads(line) for line in lines if line.strip()]
+    records = [r.as_row() for r in read_records(run_dir)]
     figures = record_figures(records)
     figures["cpu_s"] = cpu_s
     return {"client": figures, "server": server_means(before, after), "exit": proc.returncode}

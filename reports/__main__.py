@@ -3,6 +3,7 @@
     python -m reports build RUN_DIR [--slo slo.yaml]
     python -m reports compare RUN_A RUN_B ... [--baseline 0] [--threshold 10] [--html out.html]
     python -m reports alert-rules slo.yaml [--window 5m] [--for 5m] > tokenstorm-rules.yml
+    python -m reports export RUN_DIR --jsonl [-o FILE]   (default RUN_DIR/requests.jsonl)
 
 build exits 0 when the SLOs held, 1 when one failed, 3 when the run itself failed, 4 when the run
 is incomplete (a worker lost, or it never finished; not with --live, which writes report.html only);
@@ -39,8 +40,16 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("slo", type=Path)
     a.add_argument("--window", default="5m", help="rate window each rule judges (default 5m)")
     a.add_argument("--for", dest="for_", default="5m", help="how long a breach lasts before it fires (default 5m)")
+    e = sub.add_parser("export", help="write a run's request records as JSON lines (format 1, as 0.1 wrote)")
+    e.add_argument("run_dir", type=Path)
+    e.add_argument("--jsonl", action="store_true", required=True, help="one JSON object per request (the format)")
+    e.add_argument(
+        "-o", "--output", type=Path, default=None, help="where to (default RUN_DIR/requests.jsonl; - for stdout)"
+    )
     args = p.parse_args(argv)
     try:
+        if args.cmd == "export":
+            return _export(args.run_dir, args.output)
         if args.cmd == "alert-rules":
             rules = alert_rules(load_slo_spec(args.slo), args.window, args.for_)
             sys.stdout.write(rules.to_yaml())
@@ -66,6 +75,23 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, SloSpecError, AlertRuleError) as exc:
         print(f"reports: {exc}", file=sys.stderr)
         return 2
+
+
+def _export(run_dir: Path, output: Path | None) -> int:
+    from workloads.rundir import REQUESTS_FILE, SEGMENTS_DIR, export_jsonl
+
+    if not (run_dir / SEGMENTS_DIR).is_dir():
+        raise FileNotFoundError(f"{run_dir} has no {SEGMENTS_DIR}/ segments (its records are already JSON lines?)")
+    if str(output) == "-":
+        n = export_jsonl(run_dir, sys.stdout.buffer)
+    else:
+        target = output or run_dir / REQUESTS_FILE
+        tmp = target.with_name(target.name + ".tmp")
+        with tmp.open("wb") as fh:
+            n = export_jsonl(run_dir, fh)
+        tmp.replace(target)
+        print(f"reports: wrote {n} records to {target}", file=sys.stderr)
+    return 0
 
 
 if __name__ == "__main__":

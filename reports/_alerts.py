@@ -23,6 +23,7 @@ from ._slo import LATENCY_METRICS, SloSpec, SloTarget
 
 __all__ = ["AlertRuleError", "AlertRules", "alert_rules"]
 
+
 class AlertRuleError(ValueError):
     """A bad ``--window`` / ``--for``."""
 

@@ -153,9 +153,9 @@ def distribution_png(run: RunData, mask: np.ndarray) -> str:
         ax.set_title(title, fontsize=9)
         ax.grid(alpha=0.3)
         _legend(ax)
-    itl = run.itl_values(ok) * 1000
+    itl = run.itl_values(ok)
     if itl.size:
-        hi = np.percentile(itl, 99.5)
-        axes[2].hist(np.clip(itl, 0, hi), bins=60)
+        edges, counts = itl.bars(float(itl.percentiles([99.5])[0]) or 1e-6, 60)
+        axes[2].stairs(counts, edges * 1000, fill=True)
     axes[2].set_title("ITL histogram (ms, clipped at p99.5)", fontsize=9)
     return _png(fig)

@@ -1,9 +1,9 @@
 """A run directory as tables: read only through :mod:`workloads.rundir`, the files' one home.
 
-Request records come from :func:`workloads.rundir.read_requests_frame` (pyarrow, C++,
-multi-threaded), so a run of a million records loads in seconds; the per-gap ITL lists stay
-one flat float32 array plus a count per request, flattened per workload only when percentiles
-are computed.
+Request records come from :func:`workloads.rundir.read_requests_frame`: one row per request
+with the scalar columns, and the inter-token gaps streamed from disk into exact microsecond
+histograms when a figure asks for them — a report's memory grows with the request count
+alone, never with the tokens.
 """
 
 from __future__ import annotations
@@ -17,12 +17,15 @@ import pandas as pd
 
 from workloads.rundir import (
     GPU_FILE,
-    REPORT_COLUMNS,
     REQUESTS_FILE,
     RUN_FILE,
+    SEGMENTS_DIR,
     SERVER_FILE,
+    ItlHistogram,
+    ItlSource,
     LoadSample,
     RunMeta,
+    frame_from_rows,
     read_load,
     read_requests_frame,
     read_run_meta,
@@ -39,31 +42,28 @@ class RunData:
     path: Path
     meta: RunMeta
     requests: pd.DataFrame  # one row per request, scalar columns only
-    itl_flat: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.float32))  # every gap, in order
-    itl_counts: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))  # gaps per request
+    itl: ItlSource | None = None  # the requests' gaps, streamed on demand
     gpu: pd.DataFrame = field(default_factory=pd.DataFrame)
     gpu_gaps: pd.DataFrame = field(default_factory=pd.DataFrame)
     server: pd.DataFrame = field(default_factory=pd.DataFrame)
     server_gaps: pd.DataFrame = field(default_factory=pd.DataFrame)
     load: list[LoadSample] = field(default_factory=list)
 
-    def itl_values(self, mask: np.ndarray) -> np.ndarray:
-        """All ITL gaps (seconds, float32) of the requests selected by boolean ``mask``."""
-        if self.itl_counts.size == 0 or not mask.any():
-            return np.empty(0, dtype=np.float32)
-        if mask.all():
-            return self.itl_flat
-        selected: np.ndarray = self.itl_flat[np.repeat(mask, self.itl_counts)]
-        return selected
+    def itl_values(self, mask: np.ndarray) -> ItlHistogram:
+        """Every ITL gap of the requests selected by boolean ``mask``, as an exact histogram."""
+        if self.itl is None or not mask.any():
+            return ItlHistogram()
+        return self.itl.histogram(mask)
 
 
 def load_run(run_dir: Path) -> RunData:
     """Load ``run_dir``; missing monitor files give empty tables (the report says so)."""
-    if not (run_dir / REQUESTS_FILE).exists() and not (run_dir / RUN_FILE).exists():
-        raise FileNotFoundError(f"{run_dir} is not a tokenstorm run directory (no {REQUESTS_FILE} or {RUN_FILE})")
+    if not any((run_dir / name).exists() for name in (REQUESTS_FILE, SEGMENTS_DIR, RUN_FILE)):
+        raise FileNotFoundError(f"{run_dir} is not a tokenstorm run directory (no {SEGMENTS_DIR}/, "
+                                f"{REQUESTS_FILE} or {RUN_FILE})")  # fmt: skip
     meta = read_run_meta(run_dir) or RunMeta(status="unknown")
-    requests, itl_flat, itl_counts = read_requests_frame(run_dir / REQUESTS_FILE)
-    data = RunData(path=run_dir, meta=meta, requests=requests, itl_flat=itl_flat, itl_counts=itl_counts)
+    requests, itl = read_requests_frame(run_dir)
+    data = RunData(path=run_dir, meta=meta, requests=requests, itl=itl)
     data.gpu, data.gpu_gaps = read_samples(run_dir / GPU_FILE)
     data.server, data.server_gaps = read_samples(run_dir / SERVER_FILE)
     data.load = read_load(run_dir)
@@ -72,9 +72,5 @@ def load_run(run_dir: Path) -> RunData:
 
 def run_from_records(records: list[dict[str, Any]], meta: RunMeta, path: Path = Path()) -> RunData:
     """A :class:`RunData` of decoded request records (a capacity-search step judged live)."""
-    scalars = [name for name, kind in REPORT_COLUMNS if kind != "list_float64"]
-    frame = pd.DataFrame([{k: r.get(k) for k in scalars} for r in records], columns=scalars)
-    gaps = [r.get("itl_gaps_s") or [] for r in records]
-    counts = np.array([len(g) for g in gaps], dtype=np.int64)
-    flat = np.fromiter((x for g in gaps for x in g), dtype=np.float32, count=int(counts.sum()))
-    return RunData(path=path, meta=meta, requests=frame, itl_flat=flat, itl_counts=counts)
+    frame, itl = frame_from_rows(records)
+    return RunData(path=path, meta=meta, requests=frame, itl=itl)

@@ -29,6 +29,8 @@ from typing import Any
 import numpy as np
 import yaml
 
+from workloads.rundir import ItlHistogram
+
 from ._rundir import RunData
 
 __all__ = ["DEFAULT_SLO_TEXT", "SloResult", "SloSpec", "SloSpecError", "SloTarget", "evaluate", "load_slo_spec"]
@@ -210,7 +212,7 @@ def judged_mask(run: RunData, spec: SloSpec) -> np.ndarray:
     df = run.requests
     if df.empty:
         return np.zeros(0, dtype=bool)
-    mask: np.ndarray = (df["error_category"].fillna("") != "cancelled").to_numpy().copy()
+    mask: np.ndarray = np.asarray(df["error_category"] != "cancelled", dtype=bool).copy()
     mask &= ~df["warmup"].fillna(False).astype(bool).to_numpy()
     if spec.warmup_s > 0:
         start = run.meta.started_epoch_s or float(df["start_epoch_s"].min())
@@ -218,8 +220,14 @@ def judged_mask(run: RunData, spec: SloSpec) -> np.ndarray:
     return mask
 
 
-def stat_of(values: np.ndarray, stat: str) -> float | None:
+def stat_of(values: np.ndarray | ItlHistogram, stat: str) -> float | None:
     """One statistic of ``values`` (seconds in, the same unit out); None when empty."""
+    if isinstance(values, ItlHistogram):
+        if values.size == 0:
+            return None
+        if stat in ("mean", "max"):
+            return values.mean() if stat == "mean" else values.max()
+        return float(values.percentiles([float(stat[1:])])[0])
     values = values[~np.isnan(values)] if values.size else values
     if values.size == 0:
         return None

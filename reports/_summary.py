@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from workloads.rundir import ItlHistogram
+
 from ._rundir import RunData
 from ._slo import SloResult, SloSpec, evaluate, goodput, gpu_count, judged_mask, run_window_s
 
@@ -70,7 +72,9 @@ def timing_violations(run: RunData) -> int:
     return 0 if col is None else int(col.notna().sum())
 
 
-def _metric_block(values_s: np.ndarray, name: str) -> dict[str, float | None]:
+def _metric_block(values_s: np.ndarray | ItlHistogram, name: str) -> dict[str, float | None]:
+    if isinstance(values_s, ItlHistogram):
+        return _histogram_block(values_s, name)
     values = values_s[~np.isnan(values_s)] if values_s.size else values_s
     if values.size == 0:
         return {f"mean_{name}_ms": None, f"median_{name}_ms": None, f"std_{name}_ms": None,
@@ -83,6 +87,19 @@ def _metric_block(values_s: np.ndarray, name: str) -> dict[str, float | None]:
         f"std_{name}_ms": float(values.std(dtype=np.float64) * 1000),
         **{f"p{p}_{name}_ms": float(q) for p, q in zip(PERCENTILES, qs[1:], strict=True)},
         f"max_{name}_ms": float(values.max() * 1000),
+    }
+
+
+def _histogram_block(hist: ItlHistogram, name: str) -> dict[str, float | None]:
+    if hist.size == 0:
+        return _metric_block(np.empty(0), name)
+    qs = hist.percentiles([50, *PERCENTILES]) * 1000
+    return {
+        f"mean_{name}_ms": hist.mean() * 1000,
+        f"median_{name}_ms": float(qs[0]),
+        f"std_{name}_ms": hist.std() * 1000,
+        **{f"p{p}_{name}_ms": float(q) for p, q in zip(PERCENTILES, qs[1:], strict=True)},
+        f"max_{name}_ms": hist.max() * 1000,
     }
 
 
@@ -143,7 +160,8 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
         for w in sorted(set(df.loc[mask, "workload"].dropna()))
     }
     failed = mask & ~df["ok"].fillna(False).astype(bool).to_numpy() if len(df) else mask
-    errors = {str(k): int(v) for k, v in df.loc[failed, "error_category"].fillna("unknown").value_counts().items()}
+    errors = {str(k): int(v) for k, v in
+              df.loc[failed, "error_category"].astype(object).fillna("unknown").value_counts().items()}  # fmt: skip
     samples = (
         df.loc[failed, ["workload", "error_category", "status_code", "error_detail"]]
         .drop_duplicates(subset=["error_category", "error_detail"])

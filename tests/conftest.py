@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from workloads.rundir import read_records
+
 ROOT = Path(__file__).resolve().parent.parent
 LOCUST = [sys.executable, "-m", "locust"]
 
@@ -23,8 +25,7 @@ class LocustRun:
 
     def records(self) -> list[dict]:
         assert self.run_dir is not None, self.output[-3000:]
-        path = self.run_dir / "requests.jsonl"
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return [r.as_row() for r in read_records(self.run_dir)]
 
     def run_json(self) -> dict:
         assert self.run_dir is not None

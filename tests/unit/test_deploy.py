@@ -81,8 +81,14 @@ def test_monitoring_profile_dashboard_and_rules_fit_the_series_that_exist() -> N
         cmd = services[master]["command"]
         assert cmd[cmd.index("--metrics-port") + 1] == port and cmd[cmd.index("--metrics-host") + 1] == "0.0.0.0"
     vllm_text = (ROOT / "tests" / "fixtures" / "vllm" / "metrics_0.32_cpu.txt").read_text()
-    known = {*series.HISTOGRAMS, f"{series.OUTPUT_TOKENS}_total", f"{series.REQUESTS}_total", series.USERS,
-             series.CLIENT_CPU, *(name for name, _, _ in GPU_GAUGES.values())}
+    known = {
+        *series.HISTOGRAMS,
+        f"{series.OUTPUT_TOKENS}_total",
+        f"{series.REQUESTS}_total",
+        series.USERS,
+        series.CLIENT_CPU,
+        *(name for name, _, _ in GPU_GAUGES.values()),
+    }
     known |= {m.group(1) for m in re.finditer(r"^(vllm:[a-z0-9_:]+?)(?:_bucket|_sum|_count)?[{ ]", vllm_text, re.M)}
     dash = json.loads((ROOT / "deploy" / "grafana" / "dashboards" / "tokenstorm.json").read_text())
     exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]

@@ -2,9 +2,9 @@
 own SLO evaluation (every latency target — TTFT, ITL, TPOT, E2E — and the error rate); stop at
 the first step that breaks and write ``capacity.json`` with the highest load that held.
 
-Each step's requests are read back from ``requests.jsonl`` (only what was appended since the
-previous step), so the judgement uses exactly the records the report will, and memory stays
-bounded however long the search runs.
+Each step's requests come from the record writer's tail (what it took since the previous
+step), so the judgement uses exactly the records the report will, whatever the on-disk format,
+and memory stays bounded however long the search runs.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 from locust import LoadTestShape
 
-from ..rundir import REQUESTS_FILE, CapacityResult, CapacityStep, ErrorCategory, RecordTail, RunMeta, write_capacity
+from ..rundir import CapacityResult, CapacityStep, ErrorCategory, RecordTail, RunMeta, write_capacity
 from .context import context, current_options
 
 __all__ = ["CapacitySearchShape"]
@@ -34,6 +34,7 @@ class CapacitySearchShape(LoadTestShape):
         self._users = 0
         self._done = False
         self._tail: RecordTail | None = None
+        self._tail_of: object = None  # the writer the tail is fed by (one per run)
         self._pending: list[dict[str, Any]] = []
 
     def tick(self) -> tuple[int, float] | None:
@@ -61,8 +62,10 @@ class CapacitySearchShape(LoadTestShape):
         if ctx.run_dir is None:
             return []
         ctx.flush()
-        if self._tail is None or self._tail.path.parent != ctx.run_dir:
-            self._tail, self._pending = RecordTail(ctx.run_dir / REQUESTS_FILE), []
+        if ctx.writer is None:
+            return []
+        if self._tail is None or self._tail_of is not ctx.writer:
+            self._tail, self._tail_of, self._pending = ctx.writer.tail(), ctx.writer, []
         self._pending = [r for r in (*self._pending, *self._tail.read_new())
                          if float(r.get("start_epoch_s") or 0.0) >= lo]  # fmt: skip
         return [r for r in self._pending if float(r.get("start_epoch_s") or 0.0) < hi

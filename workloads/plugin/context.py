@@ -26,7 +26,7 @@ from typing import Any
 
 from locust.env import Environment
 
-from ..rundir import REQUESTS_FILE, RecordWriter, RequestRecord, RunMeta, write_run_meta
+from ..rundir import REQUESTS_FILE, SEGMENTS_DIR, RecordWriter, RequestRecord, RunMeta, SegmentWriter, write_run_meta
 from ..traffic import MODELS, TrafficModel
 from . import exporter, locust_compat
 from .gc import GcWatch
@@ -103,7 +103,7 @@ class RunContext:
     is_worker: bool
     worker_id: str = "local"
     run_dir: Path | None = None
-    writer: RecordWriter | None = None
+    writer: RecordWriter | SegmentWriter | None = None
     simulated: bool = False
     emulator_url: str | None = None
     model: str | None = None
@@ -191,7 +191,10 @@ class RunContext:
         """Open a fresh run directory and record writer (local or master only)."""
         self.close()
         self.run_dir = new_run_dir(root, label)
-        self.writer = RecordWriter(self.run_dir / REQUESTS_FILE)
+        if self.options.records == "jsonl":
+            self.writer = RecordWriter(self.run_dir / REQUESTS_FILE)
+        else:
+            self.writer = SegmentWriter(self.run_dir / SEGMENTS_DIR)
         self.started_epoch_s = time.time()
         self.token_rate.reset()
         self.workers_lost.clear()
@@ -210,16 +213,17 @@ class RunContext:
             if self.timing_violations == 1:
                 log.error("tokenstorm: BUG — request %s breaks the timing invariant (%s); please report it",
                           record.request_id, record.timing_violation)  # fmt: skip
-        line = record.to_json()
         if self.is_worker:
+            line = record.to_json()
             with self._lock:
                 self._outbox.append(line)
             return
         self._account(record.workload, record.output_tokens or 0, record.worker_id)
+        row = record.as_row()
         if self.metrics is not None:
-            self.metrics.observe({name: getattr(record, name) for name in exporter.FIELDS})
+            self.metrics.observe(row)
         if self.writer is not None:
-            self.writer.write_lines([line])
+            self.writer.write_rows([row])
 
     def take_outbox(self) -> list[str]:
         """Hand over the records queued on a worker since the last report."""
@@ -229,16 +233,18 @@ class RunContext:
 
     def receive(self, lines: list[str]) -> None:
         """Store a batch of records a worker sent to the master."""
+        rows = []
         for line in lines:
             try:
                 data = json.loads(line)
             except ValueError:
                 continue
+            rows.append(data)
             self._account(str(data.get("workload")), int(data.get("output_tokens") or 0), str(data.get("worker_id")))
             if self.metrics is not None:
                 self.metrics.observe(data)
         if self.writer is not None:
-            self.writer.write_lines(lines)
+            self.writer.write_rows(rows)
 
     def _account(self, workload: str, tokens: int, worker_id: str) -> None:
         self.token_rate.add(tokens)

@@ -19,7 +19,7 @@ from locust.env import Environment
 from locust.event import Events
 
 from ..client import LlmClient, TargetError
-from ..rundir import EXIT_RUN_FAILED, REQUESTS_FILE
+from ..rundir import EXIT_RUN_FAILED
 from ..traffic import WorkloadFileError, settings_from_options
 from ..traffic.tokens import TokenCounter
 from . import exporter, locust_compat, shipping, soak
@@ -299,7 +299,7 @@ def _on_quitting(environment: Environment, **_kw: Any) -> None:
         log.info(
             "tokenstorm: %d request records in %s",
             ctx.writer.count if ctx.writer else 0,
-            ctx.run_dir / REQUESTS_FILE,
+            ctx.writer.location if ctx.writer else ctx.run_dir,
         )
     stop_monitor(ctx)
     if ctx.snapshots is not None:

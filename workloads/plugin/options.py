@@ -71,6 +71,14 @@ def add_options(parser: Any, **_kw: Any) -> None:
         help="Share of failed requests above which the run itself counts as failed (exit 3)",
     )
     p.add_argument(
+        "--records",
+        choices=("parquet", "jsonl"),
+        default="parquet",
+        help="How request records are stored: 'parquet' (compact Arrow/Parquet segments under RUN_DIR/requests/, "
+        "~10x smaller, for long runs) or 'jsonl' (RUN_DIR/requests.jsonl, one JSON object per line). "
+        "`python -m reports export RUN_DIR --jsonl` turns the first into the second",
+    )
+    p.add_argument(
         "--report-every",
         type=float,
         default=3600.0,
@@ -168,6 +176,12 @@ def parse_steps(text: str) -> list[tuple[int, float]]:
     return steps
 
 
+def _choice(flag: str, value: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise OptionError(f"{flag} {value}: expected one of {', '.join(allowed)}")
+    return value
+
+
 def _range(flag: str, raw: str) -> tuple[float, float] | None:
     if not raw:
         return None
@@ -211,6 +225,7 @@ class RunOptions:
     metrics_port: int = 0
     metrics_host: str = "127.0.0.1"
     report_every_s: float = 3600.0
+    records: str = "parquet"
     gpu_monitor: str = ""
     monitor_interval_s: float = 1.0
     server_metrics: bool = True
@@ -270,6 +285,7 @@ class RunOptions:
             metrics_port=_number("--metrics-port", get("metrics_port", 0), minimum=0, cast=int),
             metrics_host=str(get("metrics_host", "127.0.0.1") or "127.0.0.1"),
             report_every_s=_number("--report-every", get("report_every", 3600.0), minimum=0),
+            records=_choice("--records", str(get("records", "parquet") or "parquet"), ("parquet", "jsonl")),
             gpu_monitor=str(get("gpu_monitor", "") or ""),
             monitor_interval_s=_number("--monitor-interval", get("monitor_interval", 1.0), minimum=0, strict=True),
             server_metrics=not get("no_server_metrics", False),

@@ -3,7 +3,8 @@
 ===================  ===========================  =======================================  =========================
 file                 type                         written by                               read by
 ===================  ===========================  =======================================  =========================
-``requests.jsonl``   ``RequestRecord`` per line   plugin (``RunContext`` / ``RecordWriter``)  ``read_requests_frame``
+``requests/``        ``RequestRecord`` segments   plugin (``RunContext`` / ``SegmentWriter``) ``read_requests_frame``
+``requests.jsonl``   ``RequestRecord`` per line   ``--records jsonl``; ``reports export``  ``read_records``
 ``run.json``         ``RunMeta``                  plugin (``lifecycle``)                   ``read_run_meta``
 ``load.jsonl``       ``LoadSample`` per line      plugin (``monitoring``)                  ``read_load``
 ``gpu.jsonl``        ``GpuSample``/``MonitorGap``  ``monitors`` (collector process)          ``read_samples``
@@ -15,6 +16,7 @@ file                 type                         written by                    
 This package imports nothing else of tokenstorm: every other layer may use it.
 """
 
+from .frame import FRAME_COLUMNS, ItlHistogram, ItlSource, frame_from_rows, read_requests_frame
 from .meta import (
     CAPACITY_FILE,
     CLIENT_BOUND_CPU_PCT,
@@ -44,33 +46,29 @@ from .meta import (
     write_run_meta,
     write_summary,
 )
-from .records import (
-    RECORD_SCHEMA_VERSION,
-    REPORT_COLUMNS,
-    ErrorCategory,
-    RecordTail,
-    RecordWriter,
-    RequestRecord,
-    read_records,
-    read_requests_frame,
-)
+from .reading import export_jsonl, iter_batches, read_records
+from .records import RECORD_SCHEMA_VERSION, ErrorCategory, RecordTail, RecordWriter, RequestRecord
 from .samples import MONITOR_SCHEMA_VERSION, GpuSample, MonitorGap, ServerSample, read_samples, to_line
+from .segments import RECORDS_FORMAT_VERSION, SEGMENTS_DIR, compact_segments
+from .writer import SegmentWriter
 
 __all__ = [
     "CAPACITY_FILE",
     "CLIENT_BOUND_CPU_PCT",
     "EXIT_CODES",
     "EXIT_RUN_FAILED",
+    "FRAME_COLUMNS",
     "GPU_FILE",
     "JUNIT_FILE",
     "LOAD_FILE",
     "MONITOR_SCHEMA_VERSION",
+    "RECORDS_FORMAT_VERSION",
     "RECORD_SCHEMA_VERSION",
-    "REPORT_COLUMNS",
     "REPORT_FILE",
     "REQUESTS_FILE",
     "RUN_FILE",
     "RUN_SCHEMA_VERSION",
+    "SEGMENTS_DIR",
     "SERVER_FILE",
     "SUMMARY_FILE",
     "SUMMARY_SCHEMA_VERSION",
@@ -78,6 +76,8 @@ __all__ = [
     "CapacityStep",
     "ErrorCategory",
     "GpuSample",
+    "ItlHistogram",
+    "ItlSource",
     "LoadSample",
     "LoadWriter",
     "MonitorGap",
@@ -85,7 +85,12 @@ __all__ = [
     "RecordWriter",
     "RequestRecord",
     "RunMeta",
+    "SegmentWriter",
     "ServerSample",
+    "compact_segments",
+    "export_jsonl",
+    "frame_from_rows",
+    "iter_batches",
     "read_capacity",
     "read_load",
     "read_records",

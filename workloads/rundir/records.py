@@ -9,10 +9,8 @@ wrote them.
 from __future__ import annotations
 
 import itertools
-import json
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any
@@ -21,13 +19,10 @@ import orjson
 
 __all__ = [
     "RECORD_SCHEMA_VERSION",
-    "REPORT_COLUMNS",
     "ErrorCategory",
     "RecordTail",
     "RecordWriter",
     "RequestRecord",
-    "read_records",
-    "read_requests_frame",
 ]
 
 RECORD_SCHEMA_VERSION = 1
@@ -119,10 +114,14 @@ class RequestRecord:
             return "negative ITL gap"
         return None
 
+    def as_row(self) -> dict[str, Any]:
+        """The record as a dict of its fields (shallow: the ITL list is shared, not copied)."""
+        # dataclasses.asdict deep-copies every ITL gap (measured: ~1 ms per record).
+        return {name: getattr(self, name) for name in _FIELD_ORDER}
+
     def to_json(self) -> str:
         """Serialise as one compact JSON line (no trailing newline)."""
-        # Shallow: dataclasses.asdict deep-copies every ITL gap (measured: ~1 ms per record).
-        return orjson.dumps({name: getattr(self, name) for name in _FIELD_ORDER}).decode()
+        return orjson.dumps(self.as_row()).decode()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RequestRecord:
@@ -136,28 +135,43 @@ _FIELD_NAMES = frozenset(_FIELD_ORDER)
 
 
 class RecordWriter:
-    """Appends records to ``requests.jsonl``; flushes at least every ``flush_interval_s``.
+    """Appends records to ``requests.jsonl`` (format 1, ``--records jsonl``); flushes at least
+    every ``flush_interval_s``. :class:`~workloads.rundir.segments.SegmentWriter` is the
+    compact default with the same methods.
 
     Safe to call from many greenlets; the file is flushed on a timer rather than per record
     so high request rates do not pay a syscall each, yet a crash loses seconds, not the run.
     """
 
     def __init__(self, path: Path, flush_interval_s: float = 2.0) -> None:
-        self.path = path
+        self.path = self.location = path
         self._fh: IO[str] = path.open("a", encoding="utf-8")
         self._lock = threading.Lock()
         self._flush_interval_s = flush_interval_s
         self._last_flush = time.monotonic()
+        self._tails: list[RecordTail] = []
         self.count = 0
+
+    def tail(self) -> RecordTail:
+        """A :class:`RecordTail` fed every record this writer takes from now on."""
+        t = RecordTail()
+        self._tails.append(t)
+        return t
 
     def write(self, record: RequestRecord) -> None:
         """Append one record."""
-        self.write_lines([record.to_json()])
+        self.write_rows([record.as_row()])
+
+    def write_rows(self, rows: list[dict[str, Any]]) -> None:
+        """Append decoded records (``RequestRecord`` fields)."""
+        self.write_lines([orjson.dumps(r).decode() for r in rows])
 
     def write_lines(self, lines: list[str]) -> None:
         """Append already-serialised records (a batch from a worker)."""
         if not lines:
             return
+        for t in self._tails:
+            t.feed([orjson.loads(line) for line in lines])
         with self._lock:
             if self._fh.closed:  # a straggler after the run closed the file: keep it anyway
                 self._fh = self.path.open("a", encoding="utf-8")
@@ -183,108 +197,24 @@ class RecordWriter:
                 self._fh.close()
 
 
-def read_records(path: Path) -> Iterator[RequestRecord]:
-    """Yield the records of a ``requests.jsonl`` file; a torn last line (crash) is skipped."""
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            yield RequestRecord.from_dict(data)
-
-
-# -- the fast reader for reports -------------------------------------------------------------
-#: Columns a report reads, with their Arrow types, derived from :class:`RequestRecord` itself.
-_ARROW_TYPES = {"str": "string", "float": "float64", "int": "int64", "bool": "bool_", "list[float]": "list_float64"}
-_REPORT_SKIP = frozenset({"endpoint", "stream", "request_id", "response_id", "user_id", "requested_prompt_tokens",
-                          "requested_max_tokens", "ttft_visible_s", "ttft_answer_s", "done_s", "token_events",
-                          "reasoning_events", "finish_reason", "schema"})  # fmt: skip
-REPORT_COLUMNS: tuple[tuple[str, str], ...] = tuple(
-    (f.name, _ARROW_TYPES[str(f.type).removesuffix(" | None")]) for f in fields(RequestRecord)
-    if f.name not in _REPORT_SKIP
-)  # fmt: skip
-
-
-def read_requests_frame(path: Path) -> tuple[Any, Any, Any]:
-    """``(frame, itl_flat, itl_counts)`` of a ``requests.jsonl``: one pandas row per request with
-    the scalar :data:`REPORT_COLUMNS`; every ITL gap as one flat float32 array plus a count per request.
-
-    Read with pyarrow's JSON reader (C++, multi-threaded) in blocks, so a million records load
-    in seconds; a line torn by a crash (no final newline) is left out, everything before it read.
-    """
-    import numpy as np
-    import pandas as pd
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.json as paj
-
-    def arrow(kind: str) -> Any:
-        return pa.list_(pa.float64()) if kind == "list_float64" else getattr(pa, kind)()
-
-    schema = pa.schema([(name, arrow(kind)) for name, kind in REPORT_COLUMNS])
-    scalars = [name for name, kind in REPORT_COLUMNS if kind != "list_float64"]
-    empty = (pd.DataFrame(columns=scalars), np.empty(0, np.float32), np.empty(0, np.int64))
-    if not path.exists() or path.stat().st_size == 0:
-        return empty
-    size = path.stat().st_size
-    end = _complete_prefix_length(path)
-    if end == 0:
-        return empty
-    source: Any = path if end == size else pa.BufferReader(pa.memory_map(str(path)).read_buffer(end))
-    reader = paj.open_json(
-        source,
-        read_options=paj.ReadOptions(block_size=8 << 20),
-        parse_options=paj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"),
-    )
-    tables, flats, counts = [], [], []
-    for batch in reader:
-        itl = batch.column("itl_gaps_s")
-        counts.append(pc.fill_null(pc.list_value_length(itl), 0).to_numpy().astype(np.int64))
-        flats.append(pc.list_flatten(itl).to_numpy(zero_copy_only=False).astype(np.float32))
-        tables.append(pa.Table.from_batches([batch]).drop_columns(["itl_gaps_s"]))
-    if not tables:
-        return empty
-    return pa.concat_tables(tables).to_pandas(), np.concatenate(flats), np.concatenate(counts)
-
-
-def _complete_prefix_length(path: Path) -> int:
-    """Bytes up to and including the last newline (0 when no line is complete)."""
-    pos = path.stat().st_size
-    with path.open("rb") as fh:
-        while pos > 0:
-            step = min(65536, pos)
-            pos -= step
-            fh.seek(pos)
-            idx = fh.read(step).rfind(b"\n")
-            if idx >= 0:
-                return pos + idx + 1
-    return 0
-
-
 class RecordTail:
-    """Reads the records appended to a ``requests.jsonl`` since the last call (complete lines only)."""
+    """The records a writer took since the last call — what a live judge (capacity search) reads.
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._offset = 0
+    Fed by the writer itself (:meth:`RecordWriter.tail`), so it works for every on-disk format
+    and never re-reads the disk.
+    """
+
+    def __init__(self) -> None:
+        self._rows: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    def feed(self, rows: list[dict[str, Any]]) -> None:
+        """Called by the writer with each batch it takes."""
+        with self._lock:
+            self._rows.extend(rows)
 
     def read_new(self) -> list[dict[str, Any]]:
         """The decoded records written since the previous call."""
-        if not self.path.exists():
-            return []
-        with self.path.open("rb") as fh:
-            fh.seek(self._offset)
-            chunk = fh.read()
-        end = chunk.rfind(b"\n") + 1
-        self._offset += end
-        out = []
-        for line in chunk[:end].splitlines():
-            try:
-                out.append(orjson.loads(line))
-            except orjson.JSONDecodeError:
-                continue
+        with self._lock:
+            out, self._rows = self._rows, []
         return out

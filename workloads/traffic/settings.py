@@ -86,7 +86,6 @@ def _convert(name: str, value: Any) -> Any:
     raise ValueError(f"unknown setting {name!r}")
 
 
-
 def settings_from_options(opts: Any) -> dict[str, WorkloadSettings]:
     """Settings for every workload: defaults < options < weights option/env < workload file."""
     settings = default_settings()

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import LOCUST, ROOT, free_port
+from workloads.rundir import read_records
 
 
 def test_master_and_four_workers_equal_one_process(locust_runner) -> None:  # type: ignore[no-untyped-def]
@@ -80,7 +81,7 @@ def test_killing_one_of_four_workers_is_reported_and_keeps_its_records(tmp_path:
     assert len(meta["workers_seen"]) == 4
     (lost_id,) = meta["workers_lost"]
     lost = meta["workers_lost"][lost_id]
-    records = [json.loads(line) for line in (run_dir / "requests.jsonl").read_text().splitlines()]
+    records = [r.as_row() for r in read_records(run_dir)]
     from_lost = [r for r in records if r["worker_id"] == lost_id]
     assert len(from_lost) > 5  # what it sent before dying is kept
     assert max(r["start_epoch_s"] for r in from_lost) <= lost["detected_epoch_s"]
@@ -120,7 +121,7 @@ def test_workers_started_bare_take_the_masters_options(tmp_path: Path) -> None:
             w.kill()
             w.wait()
     (run_dir,) = (tmp_path / "runs").iterdir()
-    records = [json.loads(line) for line in (run_dir / "requests.jsonl").read_text().splitlines()]
+    records = [r.as_row() for r in read_records(run_dir)]
     assert len({r["worker_id"] for r in records}) == 2, out[-2000:]
     assert {r["requested_max_tokens"] for r in records} == {7}
     assert max(r["output_tokens"] or 0 for r in records) <= 7

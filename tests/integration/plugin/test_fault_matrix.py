@@ -22,6 +22,7 @@ import pytest
 
 from tests.conftest import ROOT, free_port
 from tests.integration.reports.test_reports import CHROMIUM
+from workloads.rundir import read_records
 
 SECRET = "sk-tokenstorm-test-3f9a1c77d2"
 PAGES = ("/", "/stats/requests", "/stats/requests/csv", "/stats/failures/csv", "/stats/report", "/exceptions",
@@ -142,6 +143,8 @@ def test_the_api_key_stays_out_of_the_web_ui_and_off_other_hosts(tmp_path: Path)
     for path in (tmp_path / "runs").rglob("*"):
         if path.is_file():
             assert SECRET not in path.read_text(errors="replace"), path
+    for run_dir in (tmp_path / "runs").iterdir():  # the records decoded too: segments are compressed
+        assert SECRET not in repr([r.as_row() for r in read_records(run_dir)])
 
 
 def test_ctrl_c_with_the_built_in_emulator_cancels_in_flight_requests_and_judges_what_completed(
@@ -163,7 +166,7 @@ def test_ctrl_c_with_the_built_in_emulator_cancels_in_flight_requests_and_judges
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
     (run_dir,) = (tmp_path / "runs").iterdir()
-    records = [json.loads(line) for line in (run_dir / "requests.jsonl").read_text().splitlines()]
+    records = [r.as_row() for r in read_records(run_dir)]
     categories = {r["error_category"] for r in records}
     assert categories <= {None, "cancelled"}, categories  # no stream_dropped: the emulator outlived the users
     assert "cancelled" in categories and sum(r["ok"] for r in records) >= 6
@@ -179,8 +182,9 @@ def test_ctrl_c_with_the_built_in_emulator_cancels_in_flight_requests_and_judges
         (b'{"prompt": "ok"}\n{"prompt": 5}\n', "d.jsonl:2: expected 'prompt'"),
     ],
 )  # fmt: skip
-def test_a_bad_dataset_is_one_line_naming_the_file(locust_runner, tmp_path: Path, content: bytes | None,
-                                                   line: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_bad_dataset_is_one_line_naming_the_file(
+    locust_runner, tmp_path: Path, content: bytes | None, line: str
+) -> None:  # type: ignore[no-untyped-def]
     data = tmp_path / "d.jsonl"
     if content is None:
         data.mkdir()

@@ -3,7 +3,6 @@ series, and counts that agree with the records the run wrote; --report-every sna
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import ROOT, free_port
+from workloads.rundir import read_records
 
 
 def _scrape(url: str) -> dict[tuple[str, tuple], float]:
@@ -48,7 +48,7 @@ def test_metrics_port_serves_client_side_series_during_the_run(tmp_path: Path) -
             proc.communicate()
     assert proc.returncode == 0, out[-2000:]
     (run_dir,) = (tmp_path / "runs").iterdir()
-    records = [json.loads(line) for line in (run_dir / "requests.jsonl").read_text().splitlines()]
+    records = [r.as_row() for r in read_records(run_dir)]
     for workload in ("contract", "code", "chat"):
         w = (("workload", workload),)
         ok_then = got[("tokenstorm_time_to_first_token_seconds_count", w)]

@@ -51,8 +51,9 @@ def test_invalid_workload_file_is_rejected_before_traffic(locust_runner, tmp_pat
         ("open_loop.py", ["--weights", "contract=0,code=0,chat=0"], "tokenstorm: every workload's weight is 0"),
     ],
 )  # fmt: skip
-def test_a_bad_option_stops_the_run_before_traffic_with_one_line(locust_runner, locustfile: str, args: list[str],
-                                                                   line: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_bad_option_stops_the_run_before_traffic_with_one_line(
+    locust_runner, locustfile: str, args: list[str], line: str
+) -> None:  # type: ignore[no-untyped-def]
     # These once ran: -5 max_tokens were sent and passed, a negative rate sent 10,000 requests
     # in 3 s and passed, "abc" printed a traceback per user, "8x" a traceback with exit 2.
     run = locust_runner(locustfile, "-u", "2", "-r", "2", "-t", "30s", *args)

@@ -28,8 +28,13 @@ slos:
     requests_per_s: {min: 2}
     gpu_memory_gb: {max: 58}
 """
-EXPORTED = {*series.HISTOGRAMS, f"{series.OUTPUT_TOKENS}_total", f"{series.REQUESTS}_total", series.USERS,
-            series.GPU_UTIL}
+EXPORTED = {
+    *series.HISTOGRAMS,
+    f"{series.OUTPUT_TOKENS}_total",
+    f"{series.REQUESTS}_total",
+    series.USERS,
+    series.GPU_UTIL,
+}
 
 
 def _check_promql_shape(expr: str) -> None:

@@ -83,4 +83,3 @@ def test_summary_carries_its_version_and_0_1_files_read(tmp_path: Path) -> None:
     assert read_summary(tmp_path) == {"completed": 3, "verdict": "passed", "schema": 1}
     (tmp_path / "summary.json").write_text(json.dumps({"completed": 2}))  # 0.1: no schema key
     assert read_summary(tmp_path) == {"completed": 2}
-

@@ -1,0 +1,228 @@
+"""Request records as a table for reports, in memory bounded by the run's request count alone.
+
+:func:`read_requests_frame` gives one pandas row per request with the scalar columns a report
+reads (strings as categoricals, whole numbers as float32: ~60 bytes a request, so 20 million
+requests fit in ~1.2 GB) and an :class:`ItlSource` for the inter-token gaps, which are never
+all in memory at once: a report asks for the ITL distribution of a set of requests and gets an
+:class:`ItlHistogram`, built by streaming the segments' gap column once.
+
+The histogram counts whole microseconds exactly below 2**20 µs (1.05 s) and in buckets of
+0.01% relative width above, so its percentiles equal numpy's (linear interpolation) on the
+recorded gaps below a second and are within 0.01% above; mean, standard deviation and max are
+exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .reading import iter_batches
+from .segments import ITL_COLUMN, rows_to_batch
+
+__all__ = ["FRAME_COLUMNS", "ItlHistogram", "ItlSource", "frame_from_rows", "read_requests_frame"]
+
+#: the scalar columns of a report's table (see RequestRecord for their meaning)
+FRAME_COLUMNS = ("workload", "model", "worker_id", "start_epoch_s", "ok", "status_code", "error_category",
+                 "error_detail", "prompt_tokens", "output_tokens", "ttft_s", "e2e_s", "tpot_s", "warmup",
+                 "send_lag_s", "timing_violation")  # fmt: skip
+_EXACT_BELOW_US = 1 << 20
+_HIGH_RATIO = 1.0001
+_HIGH_BINS = int(np.ceil(np.log(2**31 / _EXACT_BELOW_US) / np.log(_HIGH_RATIO))) + 1
+_GAPS_PER_CHUNK = 1 << 22  # bounded working memory while streaming gaps (~50 MB)
+
+
+class ItlHistogram:
+    """Every inter-token gap of a set of requests, as exact microsecond counts (see module doc)."""
+
+    def __init__(self) -> None:
+        self.low = np.zeros(_EXACT_BELOW_US, dtype=np.int64)
+        self.high = np.zeros(_HIGH_BINS, dtype=np.int64)
+        self.size = 0
+        self.sum_us = 0.0
+        self.sumsq_us = 0.0
+        self.max_us = 0
+
+    def add_us(self, gaps_us: np.ndarray) -> None:
+        """Count gaps given in whole microseconds."""
+        if gaps_us.size == 0:
+            return
+        gaps = gaps_us.astype(np.int64, copy=False)
+        small = gaps < _EXACT_BELOW_US
+        self.low += np.bincount(gaps[small], minlength=_EXACT_BELOW_US)
+        if not small.all():
+            big = gaps[~small].astype(np.float64)
+            idx = np.minimum(np.log(big / _EXACT_BELOW_US) / np.log(_HIGH_RATIO), _HIGH_BINS - 1).astype(np.int64)
+            self.high += np.bincount(idx, minlength=_HIGH_BINS)
+        self.size += int(gaps.size)
+        f = gaps.astype(np.float64)
+        self.sum_us += float(f.sum())
+        self.sumsq_us += float(np.dot(f, f))
+        self.max_us = max(self.max_us, int(gaps.max()))
+
+    def merge(self, other: ItlHistogram) -> ItlHistogram:
+        """Add ``other``'s gaps to this one (histograms from workers or segments merge exactly)."""
+        self.low += other.low
+        self.high += other.high
+        self.size += other.size
+        self.sum_us += other.sum_us
+        self.sumsq_us += other.sumsq_us
+        self.max_us = max(self.max_us, other.max_us)
+        return self
+
+    def _values_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        hi_vals = _EXACT_BELOW_US * _HIGH_RATIO ** (np.arange(_HIGH_BINS) + 0.5)
+        values = np.concatenate([np.arange(_EXACT_BELOW_US, dtype=np.float64), hi_vals])
+        counts = np.concatenate([self.low, self.high])
+        return values, counts
+
+    def percentiles(self, ps: list[float] | np.ndarray) -> np.ndarray:
+        """Percentiles in seconds, numpy's default (linear) definition over the gaps."""
+        ps = np.asarray(ps, dtype=np.float64)
+        if self.size == 0:
+            return np.full(ps.shape, np.nan)
+        values, counts = self._values_counts()
+        cum = np.cumsum(counts)
+        h = (self.size - 1) * ps / 100.0
+        lo = np.floor(h).astype(np.int64)
+        hi = np.minimum(lo + 1, self.size - 1)
+        v_lo = values[np.searchsorted(cum, lo, side="right")]
+        v_hi = values[np.searchsorted(cum, hi, side="right")]
+        out: np.ndarray = (v_lo + (h - lo) * (v_hi - v_lo)) / 1e6
+        return out
+
+    def mean(self) -> float:
+        """Mean gap in seconds (exact)."""
+        return self.sum_us / self.size / 1e6
+
+    def std(self) -> float:
+        """Population standard deviation in seconds, as ``numpy.std``."""
+        m = self.sum_us / self.size
+        return float(np.sqrt(max(0.0, self.sumsq_us / self.size - m * m))) / 1e6
+
+    def max(self) -> float:
+        """Longest gap in seconds (exact)."""
+        return self.max_us / 1e6
+
+    def bars(self, upper_s: float, bins: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(edges_s, counts)`` of ``bins`` equal bins over ``[0, upper_s]``, larger gaps in the last."""
+        values, counts = self._values_counts()
+        edges = np.linspace(0.0, upper_s, bins + 1)
+        idx = np.clip(np.searchsorted(edges * 1e6, values, side="right") - 1, 0, bins - 1)
+        return edges, np.bincount(idx, weights=counts, minlength=bins)
+
+
+class ItlSource:
+    """The gaps of a table's requests, streamed from where they were recorded.
+
+    ``histogram(mask)`` streams the gaps once per new set of requests, counting each workload
+    (``labels``) apart, so later asks for one workload of the same set are answered from memory.
+    """
+
+    def __init__(self, batches: Callable[[], Iterator[pa.Array]], n_rows: int, labels: np.ndarray) -> None:
+        self._batches = batches  # yields the ITL list column, batch by batch, in table row order
+        self._n = n_rows
+        self._labels = labels
+        self._cache: list[tuple[np.ndarray, dict[int, ItlHistogram]]] = []
+
+    def histogram(self, mask: np.ndarray) -> ItlHistogram:
+        """All gaps of the requests selected by boolean ``mask`` (aligned with the table)."""
+        for known, per_label in self._cache:
+            if mask.shape == known.shape and not (mask & ~known).any():
+                present = np.unique(self._labels[mask])
+                if np.array_equal(mask, known & np.isin(self._labels, present)):
+                    return _merged(per_label[int(lab)] for lab in present if int(lab) in per_label)
+        per_label = self._scan(mask)
+        self._cache.append((mask.copy(), per_label))
+        return _merged(per_label.values())
+
+    def _scan(self, mask: np.ndarray) -> dict[int, ItlHistogram]:
+        out: dict[int, ItlHistogram] = {}
+        labels = np.where(mask, self._labels, -1)
+        row = 0
+        for col in self._batches():
+            if row >= self._n:
+                break
+            col = col.slice(0, self._n - row)
+            lens = pc.fill_null(pc.list_value_length(col), 0).to_numpy().astype(np.int64)
+            start = col.offsets[0].as_py()
+            flat = col.values.slice(start, int(lens.sum())).to_numpy(zero_copy_only=False)
+            gap_labels = np.repeat(labels[row : row + len(col)], lens)
+            for lab in np.unique(labels[row : row + len(col)]):
+                if lab < 0:
+                    continue
+                hist = out.setdefault(int(lab), ItlHistogram())
+                for i in range(0, flat.size, _GAPS_PER_CHUNK):
+                    part = slice(i, i + _GAPS_PER_CHUNK)
+                    hist.add_us(flat[part][gap_labels[part] == lab])
+            row += len(col)
+        return out
+
+
+def _merged(hists: Any) -> ItlHistogram:
+    total = ItlHistogram()
+    for h in hists:
+        total.merge(h)
+    return total
+
+
+def _frame_and_source(batches: Callable[[], Iterator[pa.RecordBatch]]) -> tuple[pd.DataFrame, ItlSource]:
+    cols: dict[str, list[np.ndarray]] = {c: [] for c in FRAME_COLUMNS}
+    cats: dict[str, dict[str, int]] = {}
+    for batch in batches():
+        for name in FRAME_COLUMNS:
+            arr = batch.column(name)
+            if pa.types.is_string(arr.type):
+                enc = pc.dictionary_encode(arr)
+                table = cats.setdefault(name, {})
+                remap = np.array([table.setdefault(s, len(table)) for s in enc.dictionary.to_pylist()] or [0],
+                                 dtype=np.int32)  # fmt: skip
+                idx = enc.indices.to_numpy(zero_copy_only=False)
+                codes = np.where(np.isnan(idx), -1, remap[np.nan_to_num(idx).astype(np.int64)]) if enc.null_count \
+                    else remap[idx]  # fmt: skip
+                cols[name].append(codes.astype(np.int32))
+            elif pa.types.is_integer(arr.type):
+                cols[name].append(arr.to_numpy(zero_copy_only=False).astype(np.float32))
+            elif pa.types.is_boolean(arr.type):
+                cols[name].append(pc.fill_null(arr, False).to_numpy(zero_copy_only=False))
+            else:
+                cols[name].append(arr.to_numpy(zero_copy_only=False))
+    data: dict[str, Any] = {}
+    for name in FRAME_COLUMNS:
+        chunks = cols.pop(name)
+        if name in _STRING_COLUMNS:
+            codes = np.concatenate(chunks) if chunks else np.empty(0, np.int32)
+            categories = list(cats.get(name, {}))
+            data[name] = pd.Categorical.from_codes(codes, categories=categories)
+        else:
+            data[name] = np.concatenate(chunks) if chunks else np.empty(0, _EMPTY_DTYPES.get(name, np.float64))
+    frame = pd.DataFrame(data, copy=False)
+    labels = np.asarray(frame["workload"].cat.codes, dtype=np.int32)
+
+    def itl() -> Iterator[pa.Array]:
+        for batch in batches():
+            yield batch.column(ITL_COLUMN)
+
+    return frame, ItlSource(itl, len(frame), labels)
+
+
+_STRING_COLUMNS = frozenset({"workload", "model", "worker_id", "error_category", "error_detail", "timing_violation"})
+_EMPTY_DTYPES = {"ok": np.bool_, "warmup": np.bool_}
+
+
+def read_requests_frame(run_dir: Path) -> tuple[pd.DataFrame, ItlSource]:
+    """``(table, gaps)`` of every request record in ``run_dir`` (segments or ``requests.jsonl``)."""
+    wanted = [*FRAME_COLUMNS, ITL_COLUMN]
+    return _frame_and_source(lambda: iter_batches(run_dir, columns=wanted, batch_size=16384))
+
+
+def frame_from_rows(rows: list[dict[str, Any]]) -> tuple[pd.DataFrame, ItlSource]:
+    """The same of decoded records held in memory (a capacity-search step judged live)."""
+    batch = rows_to_batch(rows)
+    return _frame_and_source(lambda: iter([batch]))
