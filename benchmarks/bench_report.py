@@ -1,10 +1,13 @@
-"""Report scale: build report.html/junit/summary from 1,000,000 request records on one core.
+"""Report scale: build report.html/junit/summary from millions of request records on one core.
 
-    .venv/bin/python benchmarks/bench_report.py [--records 1000000] [--itl-per-request 64]
+    .venv/bin/python benchmarks/bench_report.py [--records 20000000] [--itl-per-request 64]
+        [--format parquet|jsonl]
 
 Writes a synthetic run directory (two workloads, 2% failures, realistic ITL lists, 1 GPU
-sampled at 1 Hz, server metrics at 1 Hz), then times ``build_report`` in a fresh process
-pinned to one core and prints its wall time and peak RSS. Target: < 30 s and < 2 GB.
+sampled at 1 Hz, server metrics at 1 Hz) in the records format asked for (``parquet``: the
+segments a run writes by default, 100,000 records each; ``jsonl``: 0.1's ``requests.jsonl``),
+then times ``build_report`` in a fresh process pinned to one core and prints its wall time and
+peak RSS. Targets (issue #11): 20 million records in < 3 min and < 2 GB.
 """
 
 from __future__ import annotations
@@ -24,9 +27,58 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def write_run(path: Path, n: int, itl_n: int) -> None:
+def write_segments(path: Path, n: int, itl_n: int, per_segment: int = 100_000) -> float:
+    """Format-2 segments, written with the writer's own Parquet settings; returns the duration."""
+    import pyarrow as pa
+
+    from workloads.rundir import SEGMENTS_DIR
+    from workloads.rundir.segments import SCHEMA, write_parquet_segment
+
     rng = np.random.default_rng(0)
+    directory = path / SEGMENTS_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    duration = max(60.0, n / 1000)
+    t0 = 1_800_000_000.0
+    for seg, lo in enumerate(range(0, n, per_segment), start=1):
+        m = min(per_segment, n - lo)
+        ok = rng.random(m) > 0.02
+        starts = t0 + np.sort(rng.uniform(lo, lo + m, m)) * duration / n
+        ttft = rng.lognormal(np.log(0.3), 0.4, m)
+        lens = np.where(ok, itl_n, 0)
+        offsets = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+        gaps_us = np.round(rng.lognormal(np.log(0.02), 0.2, int(lens.sum())) * 1e6).astype(np.int32)
+        e2e_all = np.full(m, np.nan)
+        e2e_all[ok] = ttft[ok] + gaps_us.reshape(-1, itl_n).sum(axis=1) / 1e6 if itl_n else ttft[ok]
+        cols = {
+            "workload": np.where(np.arange(lo, lo + m) % 3, "chat", "code"), "endpoint": ["/v1/chat/completions"] * m,
+            "model": ["m"] * m, "stream": np.ones(m, bool), "start_epoch_s": starts,
+            "request_id": [f"{i:032x}" for i in range(lo, lo + m)], "user_id": np.arange(lo, lo + m) % 500,
+            "worker_id": [f"w{i % 4}" for i in range(m)], "ok": ok, "status_code": np.where(ok, 200, 503),
+            "error_category": pa.array(np.where(ok, None, "http_5xx"), pa.string()),
+            "error_detail": pa.array(np.where(ok, None, "HTTP 503: overloaded"), pa.string()),
+            "prompt_tokens": np.full(m, 512), "output_tokens": pa.array(np.where(ok, itl_n + 1, 0), mask=~ok),
+            "ttfc_s": pa.array(ttft * 0.9, mask=~ok), "ttft_s": pa.array(ttft, mask=~ok),
+            "e2e_s": pa.array(e2e_all, mask=~ok), "done_s": pa.array(e2e_all + 1e-4, mask=~ok),
+            "tpot_s": pa.array((e2e_all - ttft) / itl_n, mask=~ok),
+            "itl_gaps_us": pa.ListArray.from_arrays(offsets, gaps_us), "token_events": np.where(ok, itl_n + 1, 0),
+            "finish_reason": pa.array(np.where(ok, "length", None), pa.string()), "warmup": np.zeros(m, bool),
+            "schema": np.ones(m, np.int64),
+        }  # fmt: skip
+        arrays = [pa.array(cols[f.name], f.type) if f.name in cols and not isinstance(cols[f.name], pa.Array)
+                  else cols.get(f.name, pa.nulls(m, f.type)) for f in SCHEMA]  # fmt: skip
+        arrays = [a.cast(f.type) for a, f in zip(arrays, SCHEMA, strict=True)]
+        batch = pa.RecordBatch.from_arrays(arrays, schema=SCHEMA)
+        write_parquet_segment(directory / f"seg-{seg:06d}.parquet", iter([batch]))
+    return duration
+
+
+def write_run(path: Path, n: int, itl_n: int, fmt: str = "parquet") -> None:
     path.mkdir(parents=True, exist_ok=True)
+    if fmt == "parquet":
+        duration = write_segments(path, n, itl_n)
+        _write_monitors(path, n, duration, 1_800_000_000.0)
+        return
+    rng = np.random.default_rng(0)
     duration = max(60.0, n / 1000)
     starts = np.sort(rng.uniform(0, duration, n)) + 1_800_000_000.0
     ttft = rng.lognormal(np.log(0.3), 0.4, n)
@@ -54,7 +106,10 @@ def write_run(path: Path, n: int, itl_n: int) -> None:
                     f'"start_epoch_s":{starts[i]:.6f},"ok":false,"status_code":503,"error_category":"http_5xx",'
                     f'"error_detail":"HTTP 503: overloaded","itl_gaps_s":[],"warmup":false,"schema":1}}\n'
                 )
-    t0 = starts[0]
+    _write_monitors(path, n, duration, float(starts[0]))
+
+
+def _write_monitors(path: Path, n: int, duration: float, t0: float) -> None:
     with (path / "gpu.jsonl").open("w") as fh, (path / "server.jsonl").open("w") as sh:
         for s in range(int(duration) + 1):
             fh.write(
@@ -91,6 +146,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--records", type=int, default=1_000_000)
     p.add_argument("--itl-per-request", type=int, default=64)
+    p.add_argument("--format", choices=("parquet", "jsonl"), default="parquet")
     p.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
@@ -113,12 +169,16 @@ def main() -> None:
             f"verdict {result.summary.verdict}; report.html {result.report.stat().st_size / 1e3:.0f} kB"
         )
         return
-    with tempfile.TemporaryDirectory() as tmp:
+    sys.path.insert(0, str(ROOT))
+    with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR", "/tmp")) as tmp:
         run = Path(tmp) / "run"
         t0 = time.perf_counter()
-        write_run(run, args.records, args.itl_per_request)
-        size = (run / "requests.jsonl").stat().st_size / 1e6
-        print(f"report: wrote {args.records:,} records ({size:,.0f} MB JSONL) in {time.perf_counter() - t0:.0f} s")
+        write_run(run, args.records, args.itl_per_request, args.format)
+        size = sum(p.stat().st_size for p in run.rglob("*") if p.is_file() and "requests" in str(p)) / 1e6
+        print(
+            f"report: wrote {args.records:,} records ({size:,.0f} MB {args.format}, {size * 1e6 / args.records:.0f} "
+            f"B/record) in {time.perf_counter() - t0:.0f} s"
+        )
         subprocess.run([sys.executable, __file__, "--records", str(args.records), "--child", str(run)], check=True)
 
 

@@ -42,6 +42,7 @@ class CapacitySearchShape(LoadTestShape):
             return None
         opts = current_options(self.runner.environment)
         now = self.get_run_time()
+        self._follow(context(self.runner.environment).writer)  # from the first tick: no record missed
         if self._users == 0:
             self._users, self._step_started = opts.capacity_start, now
         elif now - self._step_started >= opts.capacity_step_time_s:
@@ -62,14 +63,18 @@ class CapacitySearchShape(LoadTestShape):
         if ctx.run_dir is None:
             return []
         ctx.flush()
-        if ctx.writer is None:
+        self._follow(ctx.writer)
+        if self._tail is None:
             return []
-        if self._tail is None or self._tail_of is not ctx.writer:
-            self._tail, self._tail_of, self._pending = ctx.writer.tail(), ctx.writer, []
         self._pending = [r for r in (*self._pending, *self._tail.read_new())
                          if float(r.get("start_epoch_s") or 0.0) >= lo]  # fmt: skip
         return [r for r in self._pending if float(r.get("start_epoch_s") or 0.0) < hi
                 and r.get("error_category") != ErrorCategory.CANCELLED]  # fmt: skip
+
+    def _follow(self, writer: Any) -> None:
+        """Tail ``writer`` (the run's record writer; a new run has a new one)."""
+        if writer is not None and self._tail_of is not writer:
+            self._tail, self._tail_of, self._pending = writer.tail(), writer, []
 
     def _judge(self, t_from: float, t_to: float) -> CapacityStep:
         from reports import evaluate, load_slo_spec, per_request_spec, run_from_records

@@ -44,6 +44,7 @@ __all__ = [
     "rows_to_batch",
     "segment_batches",
     "segment_paths",
+    "write_parquet_segment",
 ]
 
 #: 1 = ``requests.jsonl`` (0.1), 2 = Arrow/Parquet segments with ITL gaps in integer microseconds
@@ -158,13 +159,35 @@ def _parquet_batches(path: Path, columns: list[str] | None, batch_size: int) -> 
     yield from pf.iter_batches(batch_size=batch_size, columns=columns)
 
 
+def write_parquet_segment(target: Path, batches: Iterator[pa.RecordBatch]) -> None:
+    """Write format-2 ``batches`` as one Parquet segment, atomically (temporary name, then rename)."""
+    import pyarrow.parquet as pq
+
+    tmp = target.with_name(f".{target.stem}.{os.getpid()}.tmp")
+    try:
+        with pq.ParquetWriter(
+            tmp, SCHEMA, compression="zstd", use_dictionary=_STRINGS,
+            column_encoding={f"{ITL_COLUMN}.list.element": "BYTE_STREAM_SPLIT"},
+        ) as out:  # fmt: skip
+            pending: list[pa.RecordBatch] = []
+            for batch in batches:  # row groups of ~64k rows, not one per flush
+                pending.append(batch)
+                if sum(b.num_rows for b in pending) >= _ROW_GROUP:
+                    out.write_table(pa.Table.from_batches(pending), row_group_size=_ROW_GROUP)
+                    pending = []
+            if pending:
+                out.write_table(pa.Table.from_batches(pending), row_group_size=_ROW_GROUP)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def compact_segments(directory: Path) -> int:
     """Rewrite every closed Arrow segment in ``directory`` as Parquet; returns how many.
 
     Written to a temporary name and renamed, so a reader or a second compactor never sees half
     a file; the Arrow segment is removed only once its Parquet twin is complete.
     """
-    import pyarrow.parquet as pq
 
     done = 0
     for n, path in sorted(numbered_segments(directory)):
@@ -172,23 +195,7 @@ def compact_segments(directory: Path) -> int:
             continue
         target = directory / f"seg-{n:06d}.parquet"
         if not target.exists():
-            tmp = directory / f".seg-{n:06d}.{os.getpid()}.tmp"
-            try:
-                with pq.ParquetWriter(
-                    tmp, SCHEMA, compression="zstd", use_dictionary=_STRINGS,
-                    column_encoding={f"{ITL_COLUMN}.list.element": "BYTE_STREAM_SPLIT"},
-                ) as out:  # fmt: skip
-                    pending: list[pa.RecordBatch] = []
-                    for batch in _stream_batches(path, None):  # row groups of ~64k rows, not one per flush
-                        pending.append(batch)
-                        if sum(b.num_rows for b in pending) >= _ROW_GROUP:
-                            out.write_table(pa.Table.from_batches(pending), row_group_size=_ROW_GROUP)
-                            pending = []
-                    if pending:
-                        out.write_table(pa.Table.from_batches(pending), row_group_size=_ROW_GROUP)
-                os.replace(tmp, target)
-            finally:
-                tmp.unlink(missing_ok=True)
+            write_parquet_segment(target, _stream_batches(path, None))
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
         done += 1

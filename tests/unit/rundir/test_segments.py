@@ -40,8 +40,19 @@ def _record(i: int, gaps: list[float] | None = None, **kw: object) -> RequestRec
 
 def test_records_come_back_field_for_field_with_gaps_to_the_microsecond(tmp_path: Path) -> None:
     written = [_record(i) for i in range(5)]
-    written.append(_record(5, ok=False, status_code=503, error_category="http_5xx", error_detail="HTTP 503: busy",
-                           ttft_s=None, e2e_s=None, done_s=None, tpot_s=None, itl_gaps_s=[], output_tokens=None))  # fmt: skip
+    failed = {
+        "ok": False,
+        "status_code": 503,
+        "error_category": "http_5xx",
+        "error_detail": "HTTP 503: busy",
+        "ttft_s": None,
+        "e2e_s": None,
+        "done_s": None,
+        "tpot_s": None,
+        "itl_gaps_s": [],
+        "output_tokens": None,
+    }
+    written.append(_record(5, **failed))
     writer = SegmentWriter(tmp_path / SEGMENTS_DIR)
     for rec in written:
         writer.write(rec)
