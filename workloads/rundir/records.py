@@ -1,9 +1,10 @@
-"""Typed request records and the writer that puts them in the run directory.
+"""Typed request records, and the JSON-lines writer of format 1.
 
 A :class:`RequestRecord` is the one fact tokenstorm keeps per request; SLOs and reports are
-computed from these records, never from Locust's rounded live stats. Records are JSON
-lines, versioned by ``schema``, and read back by :func:`read_records` — the same code that
-wrote them.
+computed from these records, never from Locust's rounded live stats. A run stores them as
+compact segments by default (:mod:`.segments`, :class:`~.writer.SegmentWriter`) or as
+``requests.jsonl`` (:class:`RecordWriter`, ``--records jsonl``); :func:`~.reading.read_records`
+reads either back.
 """
 
 from __future__ import annotations
