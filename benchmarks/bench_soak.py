@@ -5,9 +5,10 @@
 
 Runs ``mixed.py`` headless (``--processes N``, ``--wait-time 0``, ``--ignore-eos``) against the
 built-in emulator and prints, every ``--sample-s`` and at the end: requests per second, bytes per
-record in ``requests.jsonl`` and the RSS of every process of the run (master, each worker, the
-emulator, the monitor process). Targets (issue #11): ≥ 200 requests/s for ≥ 20 minutes, ≤ 400 B
-per record for 250-token answers, RSS flat within 10% from the first sample to the last. The
+record on disk (the run's ``requests/`` segments) and the RSS of every process of the run
+(master, each worker, the emulator, the monitor process, a segment compactor while it runs).
+Targets (issue #11): ≥ 200 requests/s for ≥ 20 minutes, ≤ 400 B per record for 250-token
+answers, RSS flat within 10% from the first sample to the last. The
 report's time and peak memory at scale are ``bench_report.py --records N``'s.
 """
 
@@ -23,6 +24,7 @@ from pathlib import Path
 import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 
 def _tree(pid: int) -> dict[str, float]:
@@ -40,18 +42,26 @@ def _tree(pid: int) -> dict[str, float]:
         except psutil.Error:
             continue
         role = ("emulator" if "-m emulator" in cmd else "monitor" if "monitors" in cmd
+                else "compactor" if "rundir.segments" in cmd
                 else "master" if p.pid == pid else f"worker{n}")  # fmt: skip
         out[role] = rss
     return out
 
 
 def _records(runs: Path) -> tuple[int, int]:
-    """(bytes, records) of the run's requests.jsonl so far."""
-    files = list(runs.glob("*/requests.jsonl"))
-    if not files:
+    """(bytes on disk, records) of the run's request records so far, whatever their format."""
+    from workloads.rundir import SEGMENTS_DIR, iter_batches
+
+    dirs = [d for d in runs.glob("*") if d.is_dir()]
+    if not dirs:
         return 0, 0
-    with files[0].open("rb") as fh:
-        return files[0].stat().st_size, sum(1 for _ in fh)
+    files = [p for p in (dirs[0] / SEGMENTS_DIR).glob("seg-*")] + list(dirs[0].glob("requests.jsonl"))
+    size = sum(p.stat().st_size for p in files if p.exists())
+    try:
+        n = sum(b.num_rows for b in iter_batches(dirs[0], columns=["ok"]))
+    except (OSError, RuntimeError):
+        n = 0
+    return size, n
 
 
 def main() -> int:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import yaml
 
 from workloads.rundir import ItlHistogram
@@ -221,30 +222,69 @@ def judged_mask(run: RunData, spec: SloSpec) -> np.ndarray:
 
 
 def stat_of(values: np.ndarray | ItlHistogram, stat: str) -> float | None:
-    """One statistic of ``values`` (seconds in, the same unit out); None when empty."""
+    """One statistic of ``values`` (seconds in, the same unit out); None when empty. An array
+    is sorted in place (pass a copy: :func:`selected` makes one)."""
     if isinstance(values, ItlHistogram):
         if values.size == 0:
             return None
         if stat in ("mean", "max"):
             return values.mean() if stat == "mean" else values.max()
         return float(values.percentiles([float(stat[1:])])[0])
-    values = values[~np.isnan(values)] if values.size else values
+    values = dropped_nan(values)
     if values.size == 0:
         return None
     if stat == "mean":
         return float(values.mean())
     if stat == "max":
         return float(values.max())
-    return float(np.percentile(values, float(stat[1:])))
+    return float(np.percentile(values, float(stat[1:]), overwrite_input=True))
+
+
+_CHUNK = 1 << 20
+
+
+def workloads_in(df: Any, mask: np.ndarray) -> list[str]:
+    """The workloads of the rows in ``mask``, sorted — counted on the categorical's codes, since
+    iterating millions of rows as Python strings costs ~70 bytes each."""
+    if df.empty or "workload" not in df:
+        return []
+    col = df["workload"]
+    if not isinstance(col.dtype, pd.CategoricalDtype):
+        return sorted(str(w) for w in set(col[mask].dropna()))
+    codes = np.asarray(col.cat.codes)[mask]
+    counts = np.bincount(codes[codes >= 0].astype(np.int64), minlength=len(col.cat.categories))
+    return sorted(str(col.cat.categories[i]) for i in np.flatnonzero(counts))
+
+
+def selected(df: Any, col: str, mask: np.ndarray) -> np.ndarray:
+    """Column ``col`` of the rows in ``mask`` as a new float array (NaN for none) — the caller's
+    to sort in place: one copy of the rows asked for, never of the whole table."""
+    column = df[col]
+    # A float column as it is (a view): ``na_value`` would copy all of it first.
+    full = column.to_numpy() if column.dtype.kind == "f" else column.to_numpy(dtype=float, na_value=np.nan)
+    values: np.ndarray = np.asarray(full, dtype=float)[mask]
+    return values
+
+
+def dropped_nan(values: np.ndarray) -> np.ndarray:
+    """``values`` without NaN — the same array when there is none (no copy of millions of rows)."""
+    nan = np.isnan(values)
+    return values[~nan] if nan.any() else values
 
 
 def run_window_s(run: RunData, mask: np.ndarray) -> float:
     """Seconds from the first judged request's start to the last one's end."""
-    df = run.requests[mask]
-    if df.empty:
+    if not mask.any():
         return 0.0
-    ends = df["start_epoch_s"] + df["e2e_s"].fillna(0.0)
-    return max(1e-9, float(ends.max() - df["start_epoch_s"].min()))
+    start, e2e = run.requests["start_epoch_s"].to_numpy(), run.requests["e2e_s"].to_numpy()
+    first, last = np.inf, -np.inf
+    for i in range(0, len(start), _CHUNK):  # in slices: no run-length temporaries
+        part = slice(i, i + _CHUNK)
+        sel = mask[part]
+        if sel.any():
+            first = min(first, float(start[part][sel].min()))
+            last = max(last, float((start[part][sel] + np.nan_to_num(e2e[part][sel])).max()))
+    return max(1e-9, last - first)
 
 
 def gpu_count(run: RunData, spec: SloSpec) -> int:
@@ -259,7 +299,7 @@ def evaluate(run: RunData, spec: SloSpec) -> list[SloResult]:
     """Judge every target of ``spec`` on ``run``'s raw records."""
     df = run.requests
     judged = judged_mask(run, spec)
-    workloads = sorted(set(df.loc[judged, "workload"].dropna())) if len(df) else []
+    workloads = workloads_in(df, judged)
     results = []
     expanded: list[SloTarget] = []
     for t in spec.targets:
@@ -288,7 +328,7 @@ def evaluate(run: RunData, spec: SloSpec) -> list[SloResult]:
             if LATENCY_METRICS[t.metric] == "itl":
                 values = run.itl_values(ok_mask)
             else:
-                values = df.loc[ok_mask, LATENCY_METRICS[t.metric]].to_numpy(dtype=float, na_value=np.nan)
+                values = selected(df, LATENCY_METRICS[t.metric], ok_mask)
             seconds = stat_of(values, t.stat)
             measured = None if seconds is None else seconds * 1000
             if measured is None:
@@ -328,7 +368,7 @@ def goodput(run: RunData, spec: SloSpec, mask: np.ndarray) -> float:
         if t.metric not in ("ttft_ms", "e2e_ms", "tpot_ms"):
             continue
         col = LATENCY_METRICS[t.metric]
-        values = df[col].to_numpy(dtype=float, na_value=np.nan) * 1000
+        values = np.multiply(df[col].to_numpy(dtype=float, na_value=np.nan), 1000)
         applies = np.ones(len(df), dtype=bool) if t.scope in ("*", "run") else (df["workload"] == t.scope).to_numpy()
         good &= ~applies | (values <= t.threshold)
     return float(good.sum())

@@ -1,6 +1,7 @@
 """Per-process run state: the run directory, where records go, live token throughput, run.json.
 
-On a local or master runner records are appended to ``RUN_DIR/requests.jsonl``; on a worker
+On a local or master runner records are appended to ``RUN_DIR/requests/`` (segments;
+``RUN_DIR/requests.jsonl`` with ``--records jsonl``); on a worker
 they are buffered and shipped to the master with each stats report (``report_to_master``),
 so the master's run directory holds every request of a distributed run.
 """

@@ -304,7 +304,10 @@ def _on_quitting(environment: Environment, **_kw: Any) -> None:
     stop_monitor(ctx)
     if ctx.snapshots is not None:
         ctx.snapshots.stop()
-    ctx.close()
+    try:
+        ctx.close()
+    except Exception:  # a disk that filled up: say so, and still stop the emulator
+        log.exception("tokenstorm: closing the request records failed; what was flushed is kept")
     emu = ctx.emulator
     if emu is not None:
         emu.stop()

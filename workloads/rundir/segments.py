@@ -130,6 +130,8 @@ def _stream_batches(path: Path, columns: list[str] | None) -> Iterator[pa.Record
     """The complete batches of an Arrow IPC stream; a torn last batch (crash) ends it quietly."""
     try:
         reader = ipc.open_stream(pa.memory_map(str(path)))
+    except FileNotFoundError:
+        raise  # renamed by a rotation or compaction: the caller looks for its newer form
     except (pa.ArrowInvalid, OSError):
         return  # crashed before the schema was written: nothing to read
     _check_version(reader.schema, path)
@@ -139,16 +141,31 @@ def _stream_batches(path: Path, columns: list[str] | None) -> Iterator[pa.Record
         except StopIteration:
             return
         except (pa.ArrowInvalid, OSError):
-            return
+            return  # a batch torn by a crash: the ones before it are read
         yield batch.select(columns) if columns is not None else batch
 
 
 def segment_batches(path: Path, columns: list[str] | None, batch_size: int) -> Iterator[pa.RecordBatch]:
-    """The records of one segment file (Parquet or Arrow stream) as batches."""
-    if path.suffix == ".parquet":
-        yield from _parquet_batches(path, columns, batch_size)
-    else:
-        yield from _stream_batches(path, columns)
+    """The records of one segment, as batches, from ``path`` or — when a rotation or compaction
+    renamed it since it was listed — from the same segment's newer file. (An open file stays
+    readable on POSIX when it is unlinked, so only the moment of opening can race.)"""
+    m = _SEG.match(path.name)
+    stem = f"seg-{m.group(1)}" if m else path.stem
+    candidates = [path, *(path.with_name(f"{stem}.{kind}") for kind in ("parquet", "arrows", "live.arrows"))]
+    for candidate in candidates:
+        try:
+            if candidate.suffix == ".parquet":
+                batches = _parquet_batches(candidate, columns, batch_size)
+            else:
+                batches = _stream_batches(candidate, columns)
+            first = next(batches, None)  # opens the file: FileNotFoundError here if it moved
+        except FileNotFoundError:
+            continue
+        if first is not None:
+            yield first
+            yield from batches
+        return
+    raise FileNotFoundError(f"{path}: segment vanished while being read (every form of it is gone)")
 
 
 def _parquet_batches(path: Path, columns: list[str] | None, batch_size: int) -> Iterator[pa.RecordBatch]:
@@ -195,7 +212,10 @@ def compact_segments(directory: Path) -> int:
             continue
         target = directory / f"seg-{n:06d}.parquet"
         if not target.exists():
-            write_parquet_segment(target, _stream_batches(path, None))
+            try:
+                write_parquet_segment(target, _stream_batches(path, None))
+            except FileNotFoundError:
+                continue  # another compactor finished it first
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
         done += 1
@@ -203,4 +223,5 @@ def compact_segments(directory: Path) -> int:
 
 
 if __name__ == "__main__":  # the compactor child: python -m workloads.rundir.segments DIR
+    os.nice(10)  # behind the load generator's own processes on a small machine
     compact_segments(Path(sys.argv[1]))

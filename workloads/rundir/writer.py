@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
 import subprocess
 import sys
 import threading
@@ -12,12 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from .records import RecordTail, RequestRecord
 from .segments import BATCH_ROWS, SCHEMA, compact_segments, numbered_segments, rows_to_batch
 
 __all__ = ["SegmentWriter"]
+
+log = logging.getLogger("tokenstorm")
 
 
 class SegmentWriter:
@@ -46,7 +51,10 @@ class SegmentWriter:
         self._seg_opened = 0.0
         self._children: list[subprocess.Popen[bytes]] = []
         self._tails: list[RecordTail] = []
+        self._closed = False
         self.count = 0
+        #: records that could not be converted (logged once; never expected)
+        self.rejected = 0
 
     def tail(self) -> RecordTail:
         """A :class:`RecordTail` fed every record this writer takes from now on."""
@@ -67,7 +75,11 @@ class SegmentWriter:
         with self._lock:
             self._buffer.extend(rows)
             self.count += len(rows)
-            if time.monotonic() - self._last_flush >= self._flush_interval_s:
+            if self._closed:  # a straggler after the run ended (a worker's last report): kept, as Parquet
+                self._flush_locked()
+                self._close_segment()
+                compact_segments(self.directory)
+            elif time.monotonic() - self._last_flush >= self._flush_interval_s:
                 self._flush_locked()
             elif len(self._buffer) >= BATCH_ROWS:
                 self._write_buffer()  # small steps: a pause of ~1 ms, never one of 10+ ms, in a timing process
@@ -87,11 +99,33 @@ class SegmentWriter:
 
     def _write_buffer(self) -> None:
         if self._buffer:
-            batch, self._buffer = rows_to_batch(self._buffer), []
+            rows, self._buffer = self._buffer, []
+            try:
+                batch = rows_to_batch(rows)
+            except (TypeError, ValueError, OverflowError, pa.ArrowException):
+                batch = self._good_rows(rows)
+            if batch.num_rows == 0:
+                return
             if self._stream is None:
                 self._open()
             self._stream.write_batch(batch)
             self._seg_rows += batch.num_rows
+
+    def _good_rows(self, rows: list[dict[str, Any]]) -> pa.RecordBatch:
+        """The rows that convert, one by one; each that does not is counted and named once in
+        the log (a worker of another version, a bug) — it never stops the records after it."""
+        good = []
+        for row in rows:
+            try:
+                rows_to_batch([row])
+            except (TypeError, ValueError, OverflowError, pa.ArrowException) as exc:
+                self.rejected += 1
+                if self.rejected == 1:
+                    log.error("tokenstorm: a request record could not be stored (%s: %s); request %s — "
+                              "please report it", type(exc).__name__, exc, row.get("request_id"))  # fmt: skip
+                continue
+            good.append(row)
+        return rows_to_batch(good)
 
     def _flush_locked(self) -> None:
         self._last_flush = time.monotonic()
@@ -123,10 +157,13 @@ class SegmentWriter:
         self._children = [c for c in self._children if c.poll() is None]
         if self._compact_in_child and not self._children:
             # Compaction costs a fraction of a second of CPU: never in the process timing streams.
+            env = dict(os.environ)
+            root = str(Path(__file__).resolve().parents[2])  # tokenstorm from this checkout, installed or not
+            env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
             self._children.append(subprocess.Popen(
                 [sys.executable, "-m", "workloads.rundir.segments", str(self.directory)],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True,
+                start_new_session=True, env=env,
             ))  # fmt: skip
 
     def close(self) -> None:
@@ -135,7 +172,11 @@ class SegmentWriter:
             self._flush_locked()
             self._close_segment()
             for child in self._children:
-                with contextlib.suppress(subprocess.TimeoutExpired):
+                try:
                     child.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    child.kill()  # compacted here instead; two compactors never race on a file
+                    child.wait()
             self._children = []
+            self._closed = True
             compact_segments(self.directory)

@@ -58,3 +58,10 @@ def test_every_mask_a_report_asks_gets_numpys_figures_for_exactly_those_requests
         np.testing.assert_allclose(hist.percentiles([50, 90, 99]), np.percentile(ref, [50, 90, 99]), rtol=1e-12,
                                    err_msg=name)  # fmt: skip
         assert hist.mean() == pytest.approx(ref.mean(), rel=1e-12), name
+
+
+def test_a_negative_gap_counts_as_zero_instead_of_breaking_the_report() -> None:
+    # A measurement bug (flagged per record as a timing violation) must not take the report down.
+    hist = ItlHistogram()
+    hist.add_us(np.array([-5, 10, 20]))
+    assert hist.size == 3 and hist.percentiles([0])[0] == 0.0

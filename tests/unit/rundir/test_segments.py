@@ -22,7 +22,7 @@ from workloads.rundir import (
     read_records,
     read_requests_frame,
 )
-from workloads.rundir.segments import SCHEMA
+from workloads.rundir.segments import SCHEMA, compact_segments, segment_batches, segment_paths
 
 
 def _record(i: int, gaps: list[float] | None = None, **kw: object) -> RequestRecord:
@@ -148,3 +148,34 @@ def test_segments_take_under_a_sixth_of_the_disk_of_json_lines(tmp_path: Path) -
     jsonl = sum(len(RequestRecord(**r).to_json()) + 1 for r in rows) / len(rows)
     print(f"{parquet:.0f} B/record in segments, {jsonl:.0f} B/record as JSON lines")
     assert parquet < 520 and jsonl / parquet > 6, (parquet, jsonl)
+
+
+def test_a_record_that_cannot_be_stored_is_counted_and_never_stops_the_ones_after_it(tmp_path: Path) -> None:
+    writer = SegmentWriter(tmp_path / SEGMENTS_DIR)
+    bad = {**_record(1).as_row(), "status_code": "two hundred"}  # a worker of another version, say
+    writer.write_rows([_record(0).as_row(), bad, _record(2).as_row()])
+    writer.write_rows([_record(3).as_row()])
+    writer.close()
+    assert [r.request_id for r in read_records(tmp_path)] == [f"{i:032x}" for i in (0, 2, 3)]
+    assert writer.rejected == 1
+
+
+def test_records_arriving_after_close_are_kept_as_parquet(tmp_path: Path) -> None:
+    writer = SegmentWriter(tmp_path / SEGMENTS_DIR)
+    writer.write_rows([_record(0).as_row()])
+    writer.close()
+    writer.write_rows([_record(1).as_row()])  # a worker's last report, after the run closed
+    assert sorted(p.suffix for p in (tmp_path / SEGMENTS_DIR).iterdir()) == [".parquet", ".parquet"]
+    assert [r.request_id for r in read_records(tmp_path)] == [f"{i:032x}" for i in (0, 1)]
+
+
+def test_a_segment_compacted_between_listing_and_reading_is_read_from_its_new_file(tmp_path: Path) -> None:
+    directory = tmp_path / SEGMENTS_DIR
+    writer = SegmentWriter(directory, flush_interval_s=0, rotate_rows=5, compact_in_child=False)
+    writer.write_rows([_record(i).as_row() for i in range(5)])  # rotated: seg-000001.arrows, closed
+    listed = segment_paths(directory)
+    assert [p.name for p in listed] == ["seg-000001.arrows"]
+    compact_segments(directory)  # the child compactor, between a report's listing and its read
+    rows = sum(b.num_rows for b in segment_batches(listed[0], None, 100))
+    assert rows == 5
+    writer.close()
