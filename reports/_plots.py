@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from workloads.rundir import CLIENT_BOUND_CPU_PCT
 
 from ._rundir import RunData
-from ._slo import dropped_nan, selected, workloads_in
+from ._slo import chunks, dropped_nan, selected, workloads_in
 
 __all__ = ["distribution_png", "timeseries_png"]
 
@@ -53,8 +53,9 @@ def timeseries_png(run: RunData, t0: float, mask: np.ndarray) -> tuple[str, list
     """One figure, one shared time axis; returns (png, panel titles)."""
     df = run.requests
     ok = mask & df["ok"].fillna(False).astype(bool).to_numpy()
-    start = df["start_epoch_s"].to_numpy(dtype=float) - t0
-    end_span = float(np.nanmax(start + df["e2e_s"].fillna(0).to_numpy(dtype=float))) if len(df) else 1.0
+    start, e2e = df["start_epoch_s"].to_numpy(dtype=float), df["e2e_s"].to_numpy(dtype=float)  # views
+    end_span = max((float(np.max(start[part] + np.nan_to_num(e2e[part]))) - t0 for part in chunks(len(df))),
+                   default=1.0)  # fmt: skip
     bin_s = max(1.0, round(end_span / 60))
     edges = np.arange(0, end_span + bin_s, bin_s)
     if len(edges) < 2:
@@ -77,13 +78,20 @@ def timeseries_png(run: RunData, t0: float, mask: np.ndarray) -> tuple[str, list
             _legend(ax, ncol=4)
 
         panels.append((f"Load generator CPU % (per worker; red: client-bound above {CLIENT_BOUND_CPU_PCT:g}%)", cpu))
-    # Only what the lines need, computed now: no full-length column is kept for drawing.
-    start_ok = start[ok]
-    del start
-    bins = np.clip(np.digitize(start_ok, edges) - 1, 0, len(mids) - 1).astype(np.int16)
+    # Only what the lines need, computed now, in slices: a 20-million-request run must not need
+    # a dozen bytes a request more than its table to draw these.
+    bins = np.concatenate([np.clip(np.digitize(start[part][ok[part]] - t0, edges) - 1, 0, len(mids) - 1)
+                           .astype(np.int16) for part in chunks(len(df))] or [np.empty(0, np.int16)])  # fmt: skip
+    tokens_per_bin = np.zeros(len(mids))
+    tokens = df["output_tokens"].to_numpy(dtype=float)
+    for part in chunks(len(df)):
+        sel = ok[part]
+        end = start[part][sel] + np.nan_to_num(e2e[part][sel]) - t0
+        tokens_per_bin += np.histogram(end, bins=edges, weights=np.nan_to_num(tokens[part][sel]))[0]
     lines = {}
     for name, col in (("TTFT", "ttft_s"), ("E2E", "e2e_s")):
-        ms = np.multiply(selected(df, col, ok), 1000)
+        ms = selected(df, col, ok)
+        ms *= 1000
         for q, y in _binned(bins, ms, len(mids), (50, 95)).items():
             lines[f"{name} p{q}"] = y
         del ms
@@ -96,9 +104,6 @@ def timeseries_png(run: RunData, t0: float, mask: np.ndarray) -> tuple[str, list
         _legend(ax, ncol=4)
 
     panels.append(("Latency (ms) by request start", latency))
-    tokens_per_bin, _ = np.histogram(start_ok + np.nan_to_num(selected(df, "e2e_s", ok)), bins=edges,
-                                     weights=np.nan_to_num(selected(df, "output_tokens", ok)))  # fmt: skip
-    del start_ok
 
     def throughput(ax: Axes) -> None:
         ax.plot(mids, tokens_per_bin / bin_s, label="output tok/s")

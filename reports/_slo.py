@@ -256,6 +256,17 @@ def workloads_in(df: Any, mask: np.ndarray) -> list[str]:
     return sorted(str(col.cat.categories[i]) for i in np.flatnonzero(counts))
 
 
+def masked_sum(df: Any, col: str, mask: np.ndarray) -> float:
+    """Sum of column ``col`` over the rows in ``mask``, missing values as 0 — without copying rows."""
+    values = df[col].to_numpy(dtype=float, na_value=np.nan) if df[col].dtype.kind != "f" else df[col].to_numpy()
+    return float(np.sum(values, where=mask & ~np.isnan(values)))
+
+
+def chunks(n: int) -> Any:
+    """Slices of ``range(n)`` a million rows long: whole-run temporaries cost bytes per request."""
+    return (slice(i, i + _CHUNK) for i in range(0, n, _CHUNK))
+
+
 def selected(df: Any, col: str, mask: np.ndarray) -> np.ndarray:
     """Column ``col`` of the rows in ``mask`` as a new float array (NaN for none) — the caller's
     to sort in place: one copy of the rows asked for, never of the whole table."""
@@ -278,8 +289,7 @@ def run_window_s(run: RunData, mask: np.ndarray) -> float:
         return 0.0
     start, e2e = run.requests["start_epoch_s"].to_numpy(), run.requests["e2e_s"].to_numpy()
     first, last = np.inf, -np.inf
-    for i in range(0, len(start), _CHUNK):  # in slices: no run-length temporaries
-        part = slice(i, i + _CHUNK)
+    for part in chunks(len(start)):
         sel = mask[part]
         if sel.any():
             first = min(first, float(start[part][sel].min()))
@@ -341,7 +351,7 @@ def evaluate(run: RunData, spec: SloSpec) -> list[SloResult]:
             elif t.metric == "goodput_requests_per_s":
                 measured = goodput(run, spec, scope_mask) / window
             else:
-                tokens = float(df.loc[ok_mask, "output_tokens"].fillna(0).sum())
+                tokens = masked_sum(df, "output_tokens", ok_mask)
                 measured = tokens / window
                 if t.metric == "output_tokens_per_s_per_gpu":
                     measured /= gpu_count(run, spec)

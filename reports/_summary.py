@@ -24,6 +24,7 @@ from ._slo import (
     goodput,
     gpu_count,
     judged_mask,
+    masked_sum,
     run_window_s,
     selected,
     workloads_in,
@@ -91,7 +92,8 @@ def _metric_block(values_s: np.ndarray | ItlHistogram, name: str) -> dict[str, f
         return {f"mean_{name}_ms": None, f"median_{name}_ms": None, f"std_{name}_ms": None,
                 **{f"p{p}_{name}_ms": None for p in PERCENTILES}, f"max_{name}_ms": None}  # fmt: skip
     # One pass for every percentile: ITL arrays can hold tens of millions of gaps.
-    mean, std, top = values.mean(dtype=np.float64), values.std(dtype=np.float64), values.max()
+    mean, top = values.mean(dtype=np.float64), values.max()
+    std = _std(values, float(mean))
     # ``values`` is a copy of the rows (``selected``): sorted in place rather than copied once more.
     qs = np.percentile(values, [50, *PERCENTILES], overwrite_input=True) * 1000
     return {
@@ -101,6 +103,15 @@ def _metric_block(values_s: np.ndarray | ItlHistogram, name: str) -> dict[str, f
         **{f"p{p}_{name}_ms": float(q) for p, q in zip(PERCENTILES, qs[1:], strict=True)},
         f"max_{name}_ms": float(top * 1000),
     }
+
+
+def _std(values: np.ndarray, mean: float) -> float:
+    """``numpy.std`` in slices: its whole-array temporary is 8 bytes a request."""
+    total = 0.0
+    for i in range(0, values.size, 1 << 20):
+        d = values[i : i + (1 << 20)] - mean
+        total += float(np.dot(d, d))
+    return float(np.sqrt(total / values.size))
 
 
 def _histogram_block(hist: ItlHistogram, name: str) -> dict[str, float | None]:
@@ -120,8 +131,8 @@ def _block(run: RunData, spec: SloSpec, mask: np.ndarray, gpus: int) -> dict[str
     df = run.requests
     ok = mask & df["ok"].fillna(False).astype(bool).to_numpy()
     window = run_window_s(run, mask)
-    out_tokens = float(df.loc[ok, "output_tokens"].fillna(0).sum())
-    in_tokens = float(df.loc[ok, "prompt_tokens"].fillna(0).sum())
+    out_tokens = masked_sum(df, "output_tokens", ok)
+    in_tokens = masked_sum(df, "prompt_tokens", ok)
     block: dict[str, Any] = {
         "duration": window,
         "requests": int(mask.sum()),

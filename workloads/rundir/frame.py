@@ -182,7 +182,7 @@ def _frame_and_source(batches: Callable[[list[str]], Iterator[pa.RecordBatch]]) 
     n = sum(b.num_rows for b in batches(["ok"]))
     data: dict[str, np.ndarray] = {}
     for name in FRAME_COLUMNS:
-        dtype = np.int32 if name in _STRING_COLUMNS else _DTYPES.get(name, np.float64)
+        dtype = np.int8 if name in _STRING_COLUMNS else _DTYPES.get(name, np.float64)  # codes widen as needed
         data[name] = np.empty(n, dtype=dtype)
     cats: dict[str, dict[str, int]] = {name: {} for name in _STRING_COLUMNS}
     row = 0
@@ -198,6 +198,8 @@ def _frame_and_source(batches: Callable[[list[str]], Iterator[pa.RecordBatch]]) 
                 table = cats[name]
                 remap = np.array([table.setdefault(v, len(table)) for v in enc.dictionary.to_pylist()] + [-1],
                                  dtype=np.int32)  # fmt: skip
+                if len(table) > np.iinfo(data[name].dtype).max:
+                    data[name] = data[name].astype(np.int16 if len(table) <= np.iinfo(np.int16).max else np.int32)
                 data[name][row:end] = remap[pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False)]
             elif pa.types.is_boolean(arr.type):
                 data[name][row:end] = pc.fill_null(arr, False).to_numpy(zero_copy_only=False)
@@ -211,7 +213,7 @@ def _frame_and_source(batches: Callable[[list[str]], Iterator[pa.RecordBatch]]) 
         values = data.pop(name)
         columns[name] = pd.Categorical.from_codes(values, categories=list(cats[name])) if name in cats else values
     frame = pd.DataFrame(columns, copy=False)
-    labels = np.asarray(frame["workload"].cat.codes, dtype=np.int32)
+    labels = np.asarray(frame["workload"].cat.codes)  # int8 for a few workloads: a byte a request
 
     def itl() -> Iterator[pa.Array]:
         for batch in batches([ITL_COLUMN]):
@@ -221,8 +223,9 @@ def _frame_and_source(batches: Callable[[list[str]], Iterator[pa.RecordBatch]]) 
 
 
 _STRING_COLUMNS = frozenset({"workload", "model", "worker_id", "error_category", "error_detail", "timing_violation"})
-#: HTTP status: exact in float32, never summed; token counts stay float64 so that sums are exact
-_DTYPES = {"ok": np.bool_, "warmup": np.bool_, "status_code": np.float32}
+#: HTTP status: exact in float32, never summed; open-loop send lag: float32 (a µs in an hour);
+#: token counts and latencies stay float64, so that sums and percentiles are exact
+_DTYPES = {"ok": np.bool_, "warmup": np.bool_, "status_code": np.float32, "send_lag_s": np.float32}
 
 
 def read_requests_frame(run_dir: Path) -> tuple[pd.DataFrame, ItlSource]:
