@@ -14,6 +14,9 @@ exact.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,9 +25,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.ipc as ipc
 
+from .meta import REQUESTS_FILE
 from .reading import iter_batches
-from .segments import ITL_COLUMN, rows_to_batch
+from .segments import ITL_COLUMN, SCHEMA, SEGMENTS_DIR, rows_to_batch, segment_batches, segment_paths
 
 __all__ = ["FRAME_COLUMNS", "ItlHistogram", "ItlSource", "frame_from_rows", "read_requests_frame"]
 
@@ -130,6 +135,7 @@ class ItlSource:
         self._n = n_rows
         self._labels = labels
         self._cache: list[tuple[np.ndarray, dict[int, ItlHistogram]]] = []
+        self.keep: Any = None  # what must outlive the reads (a temporary file of a parsed requests.jsonl)
 
     def histogram(self, mask: np.ndarray) -> ItlHistogram:
         """All gaps of the requests selected by boolean ``mask`` (aligned with the table)."""
@@ -229,8 +235,28 @@ _DTYPES = {"ok": np.bool_, "warmup": np.bool_, "status_code": np.float32, "send_
 
 
 def read_requests_frame(run_dir: Path) -> tuple[pd.DataFrame, ItlSource]:
-    """``(table, gaps)`` of every request record in ``run_dir`` (segments or ``requests.jsonl``)."""
+    """``(table, gaps)`` of every request record in ``run_dir`` (segments or ``requests.jsonl``).
+
+    A large ``requests.jsonl`` is parsed once into a temporary Arrow file that the table's and
+    the gaps' passes then read, instead of parsing the JSON text on every pass."""
+    jsonl = run_dir / REQUESTS_FILE
+    if not segment_paths(run_dir / SEGMENTS_DIR) and jsonl.is_file() and jsonl.stat().st_size > _PARSE_ONCE_BYTES:
+        tmp = Path(tempfile.mkdtemp(prefix="tokenstorm-records-"))
+        arrows = tmp / "requests.arrows"
+        try:
+            with ipc.new_stream(str(arrows), SCHEMA, options=ipc.IpcWriteOptions(compression="lz4")) as out:
+                for batch in iter_batches(run_dir, batch_size=8192):
+                    out.write_batch(batch)
+            frame, itl = _frame_and_source(lambda columns: segment_batches(arrows, columns, 8192))
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        itl.keep = weakref.finalize(itl, shutil.rmtree, tmp, ignore_errors=True)  # removed with the gaps
+        return frame, itl
     return _frame_and_source(lambda columns: iter_batches(run_dir, columns=columns, batch_size=8192))
+
+
+_PARSE_ONCE_BYTES = 64 << 20
 
 
 def frame_from_rows(rows: list[dict[str, Any]]) -> tuple[pd.DataFrame, ItlSource]:

@@ -65,3 +65,22 @@ def test_a_negative_gap_counts_as_zero_instead_of_breaking_the_report() -> None:
     hist = ItlHistogram()
     hist.add_us(np.array([-5, 10, 20]))
     assert hist.size == 3 and hist.percentiles([0])[0] == 0.0
+
+
+def test_a_large_json_lines_file_is_parsed_once_and_read_the_same(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    import workloads.rundir.frame as frame_mod
+
+    rng = np.random.default_rng(2)
+    rows = [RequestRecord(workload=("chat", "code")[i % 2], endpoint="/v1/completions", model="m", stream=True,
+                          start_epoch_s=float(i), ok=True, ttft_s=float(rng.random()),
+                          itl_gaps_s=np.round(rng.random(5), 6).tolist()).as_row() for i in range(300)]  # fmt: skip
+    (tmp_path / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    small, small_itl = read_requests_frame(tmp_path)
+    monkeypatch.setattr(frame_mod, "_PARSE_ONCE_BYTES", 0)  # as a 64 MB file would be
+    big, big_itl = read_requests_frame(tmp_path)
+    assert big_itl.keep is not None and small_itl.keep is None
+    assert big.equals(small)
+    everything = np.ones(300, dtype=bool)
+    np.testing.assert_array_equal(big_itl.histogram(everything).low, small_itl.histogram(everything).low)
