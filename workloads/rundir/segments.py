@@ -142,7 +142,7 @@ def _stream_batches(path: Path, columns: list[str] | None) -> Iterator[pa.Record
             return
         except (pa.ArrowInvalid, OSError):
             return  # a batch torn by a crash: the ones before it are read
-        yield batch.select(columns) if columns is not None else batch
+        yield _conform(batch, columns)
 
 
 def segment_batches(path: Path, columns: list[str] | None, batch_size: int) -> Iterator[pa.RecordBatch]:
@@ -173,7 +173,21 @@ def _parquet_batches(path: Path, columns: list[str] | None, batch_size: int) -> 
 
     pf = pq.ParquetFile(path)
     _check_version(pf.schema_arrow, path)
-    yield from pf.iter_batches(batch_size=batch_size, columns=columns)
+    present = set(pf.schema_arrow.names)
+    wanted = [c for c in (columns if columns is not None else SCHEMA.names) if c in present]
+    for batch in pf.iter_batches(batch_size=batch_size, columns=wanted):
+        yield _conform(batch, columns)
+
+
+def _conform(batch: pa.RecordBatch, columns: list[str] | None) -> pa.RecordBatch:
+    """``batch`` with exactly ``columns`` (every field of today's schema when ``None``): a field
+    an older writer did not have reads as nulls, one this version does not know is left out."""
+    names = columns if columns is not None else SCHEMA.names
+    if batch.schema.names == names:
+        return batch
+    have = set(batch.schema.names)
+    arrays = [batch.column(n) if n in have else pa.nulls(batch.num_rows, SCHEMA.field(n).type) for n in names]
+    return pa.RecordBatch.from_arrays(arrays, names=names)
 
 
 def write_parquet_segment(target: Path, batches: Iterator[pa.RecordBatch]) -> None:

@@ -179,3 +179,20 @@ def test_a_segment_compacted_between_listing_and_reading_is_read_from_its_new_fi
     rows = sum(b.num_rows for b in segment_batches(listed[0], None, 100))
     assert rows == 5
     writer.close()
+
+
+def test_segments_of_an_older_writer_without_a_newer_field_read_it_as_missing(tmp_path: Path) -> None:
+    directory = tmp_path / SEGMENTS_DIR
+    directory.mkdir()
+    older = pa.schema([f for f in SCHEMA if f.name != "send_lag_s"], metadata=SCHEMA.metadata)
+    row = {k: v for k, v in _record(0).as_row().items() if k not in ("send_lag_s", "itl_gaps_s")}
+    batch = pa.RecordBatch.from_pylist([{**row, "itl_gaps_us": [20001]}], schema=older)
+    with ipc.new_stream(str(directory / "seg-000001.arrows"), older) as stream:
+        stream.write_batch(batch)
+    (rec,) = read_records(tmp_path)
+    assert rec.send_lag_s is None and rec.itl_gaps_s == [0.020001] and rec.request_id == _record(0).request_id
+    compact_segments(directory)  # and the same once it is Parquet
+    (rec,) = read_records(tmp_path)
+    assert rec.send_lag_s is None and rec.ttft_s == _record(0).ttft_s
+    frame, _ = read_requests_frame(tmp_path)
+    assert np.isnan(frame["send_lag_s"][0])
