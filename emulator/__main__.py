@@ -8,7 +8,7 @@ import os
 import sys
 import threading
 
-from ._config import FAULT_KINDS, EmulatorConfig
+from ._config import FAULT_KINDS, REASONING_FORMATS, EmulatorConfig
 from ._server import EmulatorServer
 
 
@@ -49,6 +49,17 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.0,
         help="share of token chunks with empty text (as vLLM sends for partial UTF-8)",
     )
+    p.add_argument(
+        "--reasoning-format",
+        choices=REASONING_FORMATS,
+        default=d.reasoning_format,
+        help="how a request with chat_template_kwargs.enable_thinking streams its reasoning: 'field' "
+        "(delta.reasoning_content, vLLM with a reasoning parser), 'tags' (<think>...</think> in content, "
+        "no parser), 'prefilled' (content starts inside a <think> the template pre-filled: only </think>)",
+    )
+    p.add_argument(
+        "--reasoning-share", type=float, default=d.reasoning_share, help="share of the output that is reasoning"
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--fault",
@@ -81,6 +92,8 @@ def config_from_args(args: argparse.Namespace) -> EmulatorConfig:
         max_model_len=args.max_model_len,
         natural_output_tokens=args.natural_output_tokens,
         empty_chunk_share=args.empty_chunk_share,
+        reasoning_format=args.reasoning_format,
+        reasoning_share=args.reasoning_share,
         seed=args.seed,
         faults=_parse_faults(args.fault),
         stall_s=args.stall_s,

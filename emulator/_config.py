@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["FAULT_KINDS", "EmulatorConfig"]
+__all__ = ["FAULT_KINDS", "REASONING_FORMATS", "EmulatorConfig"]
 
 #: Faults the emulator can inject, by the name used in ``--fault`` and ``X-Emulator-Fault``.
 FAULT_KINDS = ("429", "500", "503", "refuse", "drop", "malformed", "stall", "no_done")
+#: How reasoning is streamed (``--reasoning-format``): a field, tags in content, or a pre-filled tag.
+REASONING_FORMATS = ("field", "tags", "prefilled")
 
 
 @dataclass(slots=True)
@@ -32,6 +34,7 @@ class EmulatorConfig:
     natural_output_tokens: int = 200
     empty_chunk_share: float = 0.0
     reasoning_share: float = 0.3
+    reasoning_format: str = "field"
     seed: int = 0
     faults: dict[str, float] = field(default_factory=dict)
     stall_s: float = 3600.0
@@ -43,6 +46,10 @@ class EmulatorConfig:
         for name in ("ttft_s", "prefill_s_per_token", "itl_s", "jitter_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
+        if self.reasoning_format not in REASONING_FORMATS:
+            raise ValueError(f"reasoning_format must be one of {', '.join(REASONING_FORMATS)}")
+        if not 0.0 <= self.reasoning_share <= 1.0:
+            raise ValueError("reasoning_share must be in [0, 1]")
         if self.tokens_per_chunk < 1 or self.max_num_seqs < 1:
             raise ValueError("tokens_per_chunk and max_num_seqs must be >= 1")
         for kind, prob in self.faults.items():

@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Plan", "estimate_prompt_tokens", "filler_text", "sse_event", "usage_event", "whole_response"]
+__all__ = ["Plan", "estimate_prompt_tokens", "filler_text", "sse_event", "tagged_text", "usage_event", "whole_response"]
 
 _WORDS = [
     "the",
@@ -69,6 +69,23 @@ def filler_text(rng: random.Random, n_tokens: int) -> str:
     """``n_tokens`` words drawn from ``rng``, each with a leading space (one word per token)."""
     words = _WORDS
     return "".join(" " + words[rng.randrange(len(words))] for _ in range(n_tokens))
+
+
+def tagged_text(rng: random.Random, plan: Plan, first: int, k: int, text: str, opening: bool) -> str:
+    """Content of tokens ``first .. first+k-1`` with the reasoning inside think markers, as a model
+    without a reasoning parser streams it (``opening`` False: the template pre-filled ``<think>``)."""
+    parts = []
+    r = plan.reasoning_tokens
+    for j in range(first, first + k):
+        if j == 0 and opening:
+            parts.append("<think>")
+        elif j == r - 1:
+            parts.append("</think>")
+        elif j == r:
+            parts.append("\n\n" + (text.split(" ")[0] or "Answer"))
+        else:
+            parts.append(filler_text(rng, 1) if k > 1 else text or " ")
+    return "".join(parts)
 
 
 def estimate_prompt_tokens(body: dict[str, Any], chat: bool) -> int:

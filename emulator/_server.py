@@ -20,12 +20,12 @@ import struct
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from ._config import FAULT_KINDS, EmulatorConfig
 from ._metrics import EmulatorMetrics
-from ._payloads import Plan, estimate_prompt_tokens, filler_text, sse_event, usage_event, whole_response
+from ._payloads import Plan, estimate_prompt_tokens, filler_text, sse_event, tagged_text, usage_event, whole_response
+from ._truth import Truth, truth_dict
 
 __all__ = ["EmulatorServer"]
 
@@ -38,19 +38,6 @@ _REASONS = {
     500: "Internal Server Error",
     503: "Service Unavailable",
 }
-
-
-@dataclass(slots=True)
-class _Truth:
-    request_id: str
-    fault: str | None
-    prompt_tokens: int
-    output_tokens: int
-    imposed_ttft_s: float
-    imposed_itl_s: float
-    queue_s: float = 0.0
-    ttft_s: float | None = None
-    itl_s: list[float] = field(default_factory=list)
 
 
 class _Request:
@@ -75,7 +62,7 @@ class EmulatorServer:
         self._running = 0
         self._waiting = 0
         self._kv_tokens = 0
-        self._truths: deque[_Truth] = deque(maxlen=20000)
+        self._truths: deque[Truth] = deque(maxlen=20000)
         self._truth_fh: TextIO | None = open(config.truth_log, "a") if config.truth_log else None  # noqa: SIM115
         self._server: asyncio.Server | None = None
 
@@ -134,7 +121,7 @@ class EmulatorServer:
             self._refresh_gauges()
             return await _send(writer, 200, self.metrics.render(), "text/plain; version=0.0.4")
         if req.method == "GET" and path == "/emulator/truth":
-            return await _send_json(writer, 200, [_truth_dict(t) for t in self._truths])
+            return await _send_json(writer, 200, [truth_dict(t) for t in self._truths])
         if req.method == "GET" and path == "/emulator/config":
             return await _send_json(
                 writer,
@@ -179,13 +166,16 @@ class EmulatorServer:
         ctk = body.get("chat_template_kwargs") or {}
         thinking = chat and isinstance(ctk, dict) and bool(ctk.get("enable_thinking"))
         reasoning_tokens = int(output_tokens * self.config.reasoning_share) if thinking else 0
-        truth = _Truth(
+        if self.config.reasoning_format == "tags" and reasoning_tokens == 1:
+            reasoning_tokens = 2 if output_tokens > 2 else 0  # "<think>" and "</think>" are a token each
+        truth = Truth(
             req.headers.get("x-request-id", uuid.uuid4().hex),
             fault,
             prompt_tokens,
             output_tokens,
             self.config.ttft_s + self.config.prefill_s_per_token * prompt_tokens,
             self.config.itl_s,
+            reasoning_tokens=reasoning_tokens,
         )
         stream = bool(body.get("stream"))
         opts = body.get("stream_options") or {}
@@ -233,7 +223,7 @@ class EmulatorServer:
             self._record_truth(truth)
 
     async def _stream(
-        self, writer: asyncio.StreamWriter, plan: Plan, truth: _Truth, arrived: float, start: float, fault: str | None
+        self, writer: asyncio.StreamWriter, plan: Plan, truth: Truth, arrived: float, start: float, fault: str | None
     ) -> tuple[bool, int]:
         cfg = self.config
         head = (
@@ -281,14 +271,22 @@ class EmulatorServer:
             text = filler_text(self._rng, k)
             if cfg.empty_chunk_share and self._rng.random() < cfg.empty_chunk_share:
                 text = ""
-            if plan.chat:
+            answer_begins = plan.reasoning_tokens and sent_tokens <= plan.reasoning_tokens < sent_tokens + k
+            if plan.chat and plan.reasoning_tokens and cfg.reasoning_format != "field":
+                delta: dict[str, Any] = {"content": tagged_text(self._rng, plan, sent_tokens, k, text,
+                                                                cfg.reasoning_format == "tags")}  # fmt: skip
+            elif plan.chat:
+                if cfg.reasoning_format == "field" and plan.reasoning_tokens:
+                    answer_begins = sent_tokens >= plan.reasoning_tokens and truth.ttft_answer_s is None
                 key = "reasoning_content" if sent_tokens < plan.reasoning_tokens else "content"
-                delta: dict[str, Any] = {key: text}
+                delta = {key: text}
             else:
                 delta = {"text": text}
             sent_tokens += k
             writer.write(_chunk(sse_event(plan, rid, created, delta, finish, sent_tokens if plan.continuous else None)))
             now = time.perf_counter()
+            if answer_begins:
+                truth.ttft_answer_s = now - arrived
             if prev_t is None:
                 truth.ttft_s = now - arrived
                 self.metrics.ttft.labels(**lab).observe(now - arrived)
@@ -323,25 +321,11 @@ class EmulatorServer:
         self.metrics.waiting.labels(**lab).set(self._waiting)
         self.metrics.kv_usage.labels(**lab).set(min(1.0, self._kv_tokens / self.config.kv_cache_tokens))
 
-    def _record_truth(self, truth: _Truth) -> None:
+    def _record_truth(self, truth: Truth) -> None:
         self._truths.append(truth)
         if self._truth_fh is not None:
-            self._truth_fh.write(json.dumps(_truth_dict(truth)) + "\n")
+            self._truth_fh.write(json.dumps(truth_dict(truth)) + "\n")
             self._truth_fh.flush()
-
-
-def _truth_dict(t: _Truth) -> dict[str, Any]:
-    return {
-        "request_id": t.request_id,
-        "fault": t.fault,
-        "prompt_tokens": t.prompt_tokens,
-        "output_tokens": t.output_tokens,
-        "imposed_ttft_s": t.imposed_ttft_s,
-        "imposed_itl_s": t.imposed_itl_s,
-        "queue_s": t.queue_s,
-        "ttft_s": t.ttft_s,
-        "itl_s": t.itl_s,
-    }
 
 
 async def _sleep_until(deadline: float) -> None:

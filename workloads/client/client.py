@@ -24,7 +24,7 @@ import orjson
 from ..rundir.records import ErrorCategory, RequestRecord
 from .http import HttpConnection, HttpResponse, ProtocolError
 from .sse import SseParser
-from .timing import StreamError, StreamTimer
+from .timing import THINK_TAGS, StreamError, StreamTimer
 
 __all__ = ["CompletionRequest", "LlmClient", "TargetError"]
 
@@ -74,6 +74,7 @@ class LlmClient:
         user_id: int = 0,
         worker_id: str = "local",
         kernel_timestamps: bool = True,
+        think_tags: tuple[str, str] | None = THINK_TAGS,
     ) -> None:
         parts = urlsplit(base_url if "://" in base_url else f"http://{base_url}")
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -95,6 +96,8 @@ class LlmClient:
         # Plain TCP on Linux: time events by the kernel's packet receive stamps, so a busy
         # client (many streams on one core) does not add its own scheduling delay to them.
         self._kernel_stamps = kernel_timestamps
+        #: markers of reasoning inside ``content`` (servers without a reasoning parser); None: off
+        self._think_tags = think_tags
         self._conn: HttpConnection | None = None
         #: the answer of the last request that asked for ``collect_text`` (chat history)
         self.last_text = ""
@@ -200,7 +203,7 @@ class LlmClient:
         )
         payload = orjson.dumps(self.build_body(req, model))
         headers = {**self._headers, **req.headers, "X-Request-Id": record.request_id}
-        timer = StreamTimer(collect_text=req.collect_text)
+        timer = StreamTimer(collect_text=req.collect_text, think_tags=self._think_tags)
         self.last_text = ""
         conn = self._connection()
         resp: HttpResponse | None = None
@@ -295,6 +298,7 @@ def _fill_from_timer(record: RequestRecord, timer: StreamTimer) -> None:
     record.itl_gaps_s = timer.itl_gaps
     record.token_events = timer.token_events
     record.reasoning_events = timer.reasoning_events
+    record.reasoning_tokens = timer.reasoning_tokens if timer.reasoning_events else 0
     record.finish_reason = timer.finish_reason
     record.prompt_tokens = timer.prompt_tokens
     record.output_tokens = timer.output_tokens

@@ -14,6 +14,11 @@ Definitions (the ones users check against vLLM's own benchmark):
   extra tokens get gaps of 0), so there is one ITL per output token after the first.
 * E2E: sent → last token event (the ``[DONE]`` time is kept separately).
 * TPOT: (E2E − TTFT) / (output_tokens − 1), with output tokens from the server's usage.
+* Reasoning: events carrying ``reasoning_content``/``reasoning``, or — for servers without a
+  reasoning parser — ``content`` inside ``<think>…</think>`` (the markers are configurable),
+  including streams that start inside a ``<think>`` the chat template pre-filled, where only
+  ``</think>`` appears: everything before it was reasoning. TTFT-to-answer is sent → the first
+  token event after the reasoning.
 """
 
 from __future__ import annotations
@@ -37,6 +42,9 @@ class StreamError(Exception):
 
 
 _REASONING_KEYS = ("reasoning_content", "reasoning")
+#: the markers models without a reasoning parser put around their reasoning in ``content``
+THINK_TAGS = ("<think>", "</think>")
+_UNDECIDED, _IN_THINK, _ANSWERING, _OFF = 0, 1, 2, 3
 
 
 class StreamTimer:
@@ -45,7 +53,13 @@ class StreamTimer:
     __slots__ = (
         "_last_completion_tokens",
         "_last_token_t",
+        "_nonblank",
         "_reasoning_seen",
+        "_think",
+        "_think_probe",
+        "_think_state",
+        "_undecided_events",
+        "_undecided_tokens",
         "done_t",
         "finish_reason",
         "first_answer_t",
@@ -57,12 +71,13 @@ class StreamTimer:
         "output_tokens",
         "prompt_tokens",
         "reasoning_events",
+        "reasoning_tokens",
         "response_id",
         "texts",
         "token_events",
     )
 
-    def __init__(self, collect_text: bool = False) -> None:
+    def __init__(self, collect_text: bool = False, think_tags: tuple[str, str] | None = THINK_TAGS) -> None:
         self.texts: list[str] | None = [] if collect_text else None
         self.first_chunk_t: float | None = None
         self.first_token_t: float | None = None
@@ -73,6 +88,7 @@ class StreamTimer:
         self.itl_gaps: list[float] = []
         self.token_events = 0
         self.reasoning_events = 0
+        self.reasoning_tokens = 0
         self.finish_reason: str | None = None
         self.prompt_tokens: int | None = None
         self.output_tokens: int | None = None
@@ -80,6 +96,12 @@ class StreamTimer:
         self._last_token_t: float | None = None
         self._last_completion_tokens: int | None = None
         self._reasoning_seen = False
+        self._think = think_tags
+        self._think_state = _UNDECIDED if think_tags else _OFF
+        self._think_probe = ""  # the end of the content so far, to find a marker split across chunks
+        self._undecided_events = 0  # content events before any marker: reasoning if "</think>" follows
+        self._undecided_tokens = 0
+        self._nonblank = False
 
     def on_event(self, payload: bytes, t: float) -> None:
         """Account for one SSE ``data`` payload that arrived ``t`` seconds after send."""
@@ -128,17 +150,53 @@ class StreamTimer:
         is_token, visible, answer, reasoning = _classify(choice)
         if not is_token or new_tokens == 0:
             return
-        if self.texts is not None and answer:
+        k = new_tokens or 1
+        piece = None
+        if answer:
             delta = choice.get("delta")
             piece = delta.get("content") if isinstance(delta, dict) else choice.get("text")
-            if isinstance(piece, str):
-                self.texts.append(piece)
-        self._on_token(t, new_tokens or 1, visible, answer, reasoning)
+        if reasoning:
+            self._think_state = _OFF  # the server's reasoning parser separates it: no markers to read
+        elif self._think_state < _ANSWERING and isinstance(piece, str):
+            answer, reasoning, piece = self._tags(piece, k)
+        if self.texts is not None and answer and isinstance(piece, str):
+            self.texts.append(piece)
+        self._on_token(t, k, visible, answer, reasoning)
+
+    def _tags(self, text: str, k: int) -> tuple[bool, bool, str]:
+        """Classify one content event by the think markers: ``(answer, reasoning, answer text)``."""
+        assert self._think is not None
+        opening, closing = self._think
+        probe = self._think_probe + text
+        if self._think_state == _UNDECIDED and not self._nonblank:
+            lead = probe.lstrip()
+            if lead.startswith(opening):
+                self._think_state = _IN_THINK  # reasoning from here, closed or not (max_tokens may cut it)
+            elif lead and not opening.startswith(lead):
+                self._nonblank = True  # the text does not open with the marker
+        end = probe.find(closing)
+        if end < 0:
+            self._think_probe = probe[-(len(closing) - 1) :] if len(closing) > 1 else ""
+            if self._think_state == _IN_THINK:
+                return False, True, ""
+            self._undecided_events += 1  # an answer unless "</think>" comes: then it was reasoning
+            self._undecided_tokens += k
+            return True, False, text
+        # The reasoning ends here. Events before it that looked like answer were reasoning.
+        self.reasoning_events += self._undecided_events
+        self.reasoning_tokens += self._undecided_tokens
+        self._undecided_events = self._undecided_tokens = 0
+        self._think_state, self._think_probe = _ANSWERING, ""
+        if self.texts is not None:
+            self.texts.clear()
+        rest = probe[end + len(closing) :].lstrip()
+        return bool(rest), True, rest
 
     def _on_token(self, t: float, k: int, visible: bool, answer: bool, reasoning: bool) -> None:
         self.token_events += 1
         if reasoning:
             self.reasoning_events += 1
+            self.reasoning_tokens += k
             self._reasoning_seen = True
         if self.first_token_t is None:
             self.first_token_t = t

@@ -52,6 +52,12 @@ def add_options(parser: Any, **_kw: Any) -> None:
         help='JSON merged into every request body, e.g. \'{"chat_template_kwargs": {"enable_thinking": false}}\'',
     )
     p.add_argument(
+        "--think-tags",
+        default="<think>,</think>",
+        help="OPEN,CLOSE markers of reasoning inside the answer text, for servers without a reasoning parser "
+        "(a stream may start inside a template's pre-filled OPEN); 'off' to read content as answer only",
+    )
+    p.add_argument(
         "--no-continuous-usage",
         action="store_true",
         default=False,
@@ -176,6 +182,15 @@ def parse_steps(text: str) -> list[tuple[int, float]]:
     return steps
 
 
+def _think_tags(raw: str) -> tuple[str, str] | None:
+    if raw.strip().lower() in ("", "off", "none"):
+        return None
+    parts = raw.split(",")
+    if len(parts) != 2 or not all(p.strip() for p in parts):
+        raise OptionError(f"--think-tags {raw}: expected OPEN,CLOSE like <think>,</think> (or off)")
+    return parts[0].strip(), parts[1].strip()
+
+
 def _choice(flag: str, value: str, allowed: tuple[str, ...]) -> str:
     if value not in allowed:
         raise OptionError(f"{flag} {value}: expected one of {', '.join(allowed)}")
@@ -217,6 +232,7 @@ class RunOptions:
     request_timeout_s: float = 600.0
     extra_body: dict[str, Any] = field(default_factory=dict)
     continuous_usage: bool = True
+    think_tags: tuple[str, str] | None = ("<think>", "</think>")
     run_dir: str = "runs"
     warmup_s: float = 0.0
     slo: str = ""
@@ -275,6 +291,7 @@ class RunOptions:
             request_timeout_s=_number("--request-timeout", get("request_timeout", 600.0), minimum=0, strict=True),
             extra_body=extra,
             continuous_usage=not get("no_continuous_usage", False),
+            think_tags=_think_tags(str(get("think_tags", "<think>,</think>"))),
             run_dir=str(get("run_dir", "runs") or "runs"),
             warmup_s=_number("--warmup", get("warmup", 0.0), minimum=0),
             slo=str(get("slo", "") or ""),

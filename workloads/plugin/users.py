@@ -48,6 +48,7 @@ def run_client(environment: Environment, host: str, user_id: int = 0) -> LlmClie
         api_key=ctx.key_for(host),
         timeout_s=opts.request_timeout_s,
         continuous_usage=opts.continuous_usage,
+        think_tags=opts.think_tags,
         user_id=user_id,
         worker_id=locust_compat.worker_client_id(environment.runner),
     )

@@ -93,6 +93,8 @@ class RequestRecord:
     itl_gaps_s: list[float] = field(default_factory=list)
     token_events: int = 0
     reasoning_events: int = 0
+    #: output tokens of the reasoning (reasoning fields, or content inside think markers)
+    reasoning_tokens: int | None = None
     finish_reason: str | None = None
     warmup: bool = False
     #: open-loop runs: how late the request was sent after its scheduled arrival time

@@ -6,6 +6,8 @@ import json
 import statistics
 import urllib.request
 
+import pytest
+
 from emulator import EmulatorProcess
 from workloads.client import CompletionRequest, LlmClient
 
@@ -61,3 +63,29 @@ def test_client_matches_the_emulators_ground_truth_per_request() -> None:
     # already have stamped its arrival: tens of microseconds below zero are the truth's own error.
     assert all(-0.0005 <= e < 0.005 for e in ttft_err), ttft_err
     assert statistics.median(itl_err) < 0.001, statistics.median(itl_err)
+
+
+@pytest.mark.parametrize("fmt", ["field", "tags", "prefilled"])
+def test_ttft_to_the_answer_matches_the_truth_however_the_reasoning_streams(fmt: str) -> None:
+    # field: vLLM's reasoning parser (delta.reasoning_content); tags: <think>...</think> in content
+    # (no parser); prefilled: the template opened <think>, so only </think> appears in the stream.
+    args = ("--ttft-ms", "40", "--itl-ms", "5", "--reasoning-format", fmt, "--reasoning-share", "0.5")
+    with EmulatorProcess(*args) as emu:
+        client = LlmClient(emu.url)
+        thinking = {"chat_template_kwargs": {"enable_thinking": True}}
+        client.complete(CompletionRequest("chat", messages=[], max_tokens=2), "m")  # connect first
+        records = [client.complete(CompletionRequest("chat", messages=[{"role": "user", "content": "why?"}],
+                                                     max_tokens=40, ignore_eos=True, extra_body=thinking,
+                                                     collect_text=True), "m") for _ in range(6)]  # fmt: skip
+        answer = client.last_text
+        client.close()
+        truth = {t["request_id"]: t for t in json.load(urllib.request.urlopen(f"{emu.url}/emulator/truth"))}
+    for rec in records:
+        assert rec.ok, rec.error_detail
+        t = truth[rec.request_id]
+        assert t["reasoning_tokens"] == 20 and t["ttft_answer_s"] > t["ttft_s"] + 0.08  # 20 tokens of 5 ms
+        assert rec.reasoning_tokens == 20 and rec.output_tokens == 40
+        # Within 5 ms of the truth; reading the answer from the first token instead would be 100 ms off.
+        assert abs(rec.ttft_answer_s - t["ttft_answer_s"]) < 0.005, (rec.ttft_answer_s, t["ttft_answer_s"])
+        assert abs(rec.ttft_s - t["ttft_s"]) < 0.005
+    assert "<think>" not in answer and "</think>" not in answer and answer.strip()  # the history keeps the answer

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from workloads.client import SseParser, StreamTimer
 
 
@@ -111,3 +113,61 @@ def test_reasoning_is_timed_apart_from_the_answer() -> None:
     assert timer.first_token_t == 0.2
     assert timer.first_answer_t == 0.4
     assert timer.reasoning_events == 2
+
+
+def _stream(
+    pieces: list[tuple[dict, int]], think_tags: tuple[str, str] | None = ("<think>", "</think>")
+) -> StreamTimer:
+    """Feed chat deltas, one every 10 ms from t=0.1, each carrying ``n`` tokens (continuous usage)."""
+    timer = StreamTimer(collect_text=True, think_tags=think_tags)
+    timer.on_event(_chat({"role": "assistant", "content": ""}), 0.01)
+    total = 0
+    for i, (delta, n) in enumerate(pieces):
+        total += n
+        chunk = json.loads(_chat(delta))
+        chunk["usage"] = {"prompt_tokens": 5, "completion_tokens": total}
+        timer.on_event(json.dumps(chunk).encode(), round(0.1 + 0.01 * i, 3))
+    return timer
+
+
+# The three ways a reasoning model's stream arrives; each: answer at t=0.13, 3 reasoning tokens.
+SHAPES = {
+    "reasoning field (vLLM's parser)": [({"reasoning_content": "Let"}, 1), ({"reasoning_content": " me"}, 1),
+                                         ({"reasoning_content": " see"}, 1), ({"content": "Yes"}, 1),
+                                         ({"content": "."}, 1)],
+    "tags in content": [({"content": "<think>"}, 1), ({"content": "Let me"}, 1), ({"content": "</think>"}, 1),
+                        ({"content": "\n\nYes"}, 1), ({"content": "."}, 1)],
+    "pre-filled <think> (only the closing tag)": [({"content": "Let"}, 1), ({"content": " me"}, 1),
+                                                  ({"content": "</think>"}, 1), ({"content": "\n\nYes"}, 1),
+                                                  ({"content": "."}, 1)],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_ttft_to_the_answer_is_right_in_every_reasoning_shape(shape: str) -> None:
+    timer = _stream(SHAPES[shape])
+    assert timer.first_token_t == 0.1  # TTFT: the first token, reasoning or not
+    assert timer.first_answer_t == 0.13
+    assert timer.reasoning_events == 3 and timer.reasoning_tokens == 3
+    assert timer.output_tokens - timer.reasoning_tokens == 2  # answer tokens
+    assert "".join(timer.texts or []).strip() == "Yes."  # the chat history keeps the answer only
+
+
+def test_a_marker_split_across_chunks_and_answer_text_after_it_in_the_same_chunk() -> None:
+    timer = _stream([({"content": "Hmm"}, 1), ({"content": "</thi"}, 1), ({"content": "nk>Sure"}, 2),
+                     ({"content": "!"}, 1)])  # fmt: skip
+    assert timer.first_answer_t == 0.12  # the chunk that closed the reasoning also began the answer
+    assert timer.reasoning_events == 3
+    assert "".join(timer.texts or []) == "Sure!"
+
+
+def test_no_markers_means_no_reasoning_and_markers_can_be_turned_off() -> None:
+    plain = _stream([({"content": "Hello"}, 1), ({"content": " there"}, 1)])
+    assert plain.first_answer_t is None and plain.reasoning_events == 0 and plain.texts == ["Hello", " there"]
+    off = _stream(SHAPES["pre-filled <think> (only the closing tag)"], think_tags=None)
+    assert off.reasoning_events == 0 and off.first_answer_t is None
+
+
+def test_thinking_cut_off_by_max_tokens_is_all_reasoning() -> None:
+    timer = _stream([({"content": "<think>"}, 1), ({"content": "Let me"}, 1), ({"content": " think"}, 1)])
+    assert timer.first_answer_t is None and timer.reasoning_events == 3 and timer.texts == []

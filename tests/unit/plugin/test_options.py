@@ -19,6 +19,9 @@ def test_defaults_and_typed_values() -> None:
     assert (opts.wait_time_s, opts.steps, opts.poisson, opts.arrival_rate) == ((0.5, 2.0), ((2, 10.0), (4, 20.0)),
                                                                                False, 12.5)  # fmt: skip
     assert not opts.continuous_usage and opts.gpus == 8
+    assert opts.think_tags == ("<think>", "</think>") and opts.records == "parquet"
+    assert RunOptions.parse(SimpleNamespace(think_tags="off")).think_tags is None
+    assert RunOptions.parse(SimpleNamespace(think_tags="<r>, </r>")).think_tags == ("<r>", "</r>")
     assert "sk-secret" not in repr(opts)
     with pytest.raises(dataclasses.FrozenInstanceError):
         opts.max_tokens = 1  # type: ignore[misc]
@@ -38,6 +41,8 @@ def test_defaults_and_typed_values() -> None:
         ("extra_body", "[1, 2]", r"--extra-body: expected a JSON object"),
         ("monitor_interval", 0.0, r"--monitor-interval 0.0: must be > 0"),
         ("capacity_step", 0, r"--capacity-step 0: must be >= 1"),
+        ("think_tags", "<think>", r"--think-tags <think>: expected OPEN,CLOSE"),
+        ("records", "csv", r"--records csv: expected one of parquet, jsonl"),
     ],
 )  # fmt: skip
 def test_a_bad_value_names_the_option(name: str, value: object, message: str) -> None:
