@@ -1,6 +1,6 @@
 """``python -m reports``: build a run's report, or compare runs.
 
-    python -m reports build RUN_DIR [--slo slo.yaml]
+    python -m reports build RUN_DIR [--slo slo.yaml] [--gpu-cost-per-hour 2.5]
     python -m reports compare RUN_A RUN_B ... [--baseline 0] [--threshold 10] [--html out.html]
     python -m reports alert-rules slo.yaml [--window 5m] [--for 5m] > tokenstorm-rules.yml
     python -m reports export RUN_DIR --jsonl [-o FILE]   (default RUN_DIR/requests.jsonl)
@@ -13,6 +13,7 @@ compare exits 1 when a run regressed against the baseline by more than the thres
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -31,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("run_dir", type=Path)
     b.add_argument("--slo", type=Path, default=None, help="judge by this SLO file instead of the run's own")
     b.add_argument("--live", action="store_true", help="a snapshot of a run still going (not 'incomplete')")
+    b.add_argument("--gpu-cost-per-hour", type=float, default=None,
+                   help="price of one GPU-hour: adds the cost per 1M tokens (overrides the run's)")  # fmt: skip
     c = sub.add_parser("compare", help="compare runs side by side")
     c.add_argument("run_dirs", type=Path, nargs="+")
     c.add_argument("--baseline", type=int, default=0, help="index of the baseline run (default 0: the first)")
@@ -57,7 +60,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"reports: no rule for {target.label}: {why}", file=sys.stderr)
             return 0
         if args.cmd == "build":
-            result = build_report(args.run_dir, spec_for_run(args.run_dir, args.slo), live=args.live)
+            spec = spec_for_run(args.run_dir, args.slo)
+            if args.gpu_cost_per_hour is not None:
+                spec = dataclasses.replace(spec, gpu_cost_per_hour=args.gpu_cost_per_hour)
+            result = build_report(args.run_dir, spec, live=args.live)
             print(f"reports: {result.summary.verdict}: {result.summary.reason}")
             written = [result.report.name] if args.live else [result.report.name, result.junit.name,
                                                                  result.summary_json.name]  # fmt: skip

@@ -30,6 +30,8 @@ COMPARED_METRICS = (
     ("output_throughput_per_gpu", "output tok/s per GPU", True),
     ("request_goodput", "goodput req/s", True),
     ("error_rate", "error rate", False),
+    ("cost_per_1m_output_tokens", "cost / 1M output tok", False),
+    ("cost_per_1m_total_tokens", "cost / 1M total tok", False),
 )
 
 

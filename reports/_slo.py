@@ -2,6 +2,7 @@
 
     warmup_s: 30              # requests that started in the first 30 s are not judged
     gpus: 1                   # GPUs behind the target, when no GPU samples say so
+    gpu_cost_per_hour: 2.5    # price of one GPU-hour (any currency): cost per 1M tokens in the report
     slos:
       chat:                   # a workload name, "*" (every workload) or "run" (all requests)
         ttft_ms: {p95: 800}
@@ -77,6 +78,7 @@ class SloSpec:
     targets: list[SloTarget]
     warmup_s: float = 0.0
     gpus: int | None = None
+    gpu_cost_per_hour: float | None = None
     source: str = "<default>"
 
     def workloads_named(self) -> set[str]:
@@ -136,13 +138,15 @@ def load_slo_spec(path: Path | str | None = None, text: str | None = None) -> Sl
             if gpus != int(gpus):
                 raise err(value_node, "gpus must be a whole number")
             spec.gpus = int(gpus)
+        elif key == "gpu_cost_per_hour":
+            spec.gpu_cost_per_hour = _number(value_node, err, "gpu_cost_per_hour", minimum=0)
         elif key == "version":
             if value_node.value not in ("1",):
                 raise err(value_node, f"unsupported version {value_node.value!r} (this tokenstorm reads 1)")
         elif key == "slos":
             spec.targets = _parse_slos(value_node, err)
         else:
-            raise err(key_node, f"unknown key {key!r} (expected slos, warmup_s, gpus, version)")
+            raise err(key_node, f"unknown key {key!r} (expected slos, warmup_s, gpus, gpu_cost_per_hour, version)")
     if not spec.targets:
         raise SloSpecError(f"{source}:1: no SLOs defined (add a 'slos:' mapping)")
     return spec
@@ -295,6 +299,14 @@ def run_window_s(run: RunData, mask: np.ndarray) -> float:
             first = min(first, float(start[part][sel].min()))
             last = max(last, float((start[part][sel] + np.nan_to_num(e2e[part][sel])).max()))
     return max(1e-9, last - first)
+
+
+def gpu_cost_per_hour(run: RunData, spec: SloSpec) -> float | None:
+    """Price of one GPU-hour: the SLO file's ``gpu_cost_per_hour``, else ``--gpu-cost-per-hour``."""
+    if spec.gpu_cost_per_hour is not None:
+        return spec.gpu_cost_per_hour
+    value = float(run.meta.option("gpu_cost_per_hour", 0.0) or 0.0)
+    return value or None
 
 
 def gpu_count(run: RunData, spec: SloSpec) -> int:

@@ -22,6 +22,7 @@ from ._slo import (
     dropped_nan,
     evaluate,
     goodput,
+    gpu_cost_per_hour,
     gpu_count,
     judged_mask,
     masked_sum,
@@ -127,7 +128,7 @@ def _histogram_block(hist: ItlHistogram, name: str) -> dict[str, float | None]:
     }
 
 
-def _block(run: RunData, spec: SloSpec, mask: np.ndarray, gpus: int) -> dict[str, Any]:
+def _block(run: RunData, spec: SloSpec, mask: np.ndarray, gpus: int, price: float | None = None) -> dict[str, Any]:
     df = run.requests
     ok = mask & df["ok"].fillna(False).astype(bool).to_numpy()
     window = run_window_s(run, mask)
@@ -149,6 +150,14 @@ def _block(run: RunData, spec: SloSpec, mask: np.ndarray, gpus: int) -> dict[str
     }
     lags = selected(df, "send_lag_s", mask)
     lags = lags[~np.isnan(lags)]
+    if price is not None:  # what the measured throughput costs on `gpus` GPUs at `price` per GPU-hour
+        per_hour = price * gpus
+        out_per_hour = block["output_throughput"] * 3600
+        all_per_hour = block["total_token_throughput"] * 3600
+        block["gpu_cost_per_hour"] = price
+        block["cost_per_hour"] = per_hour
+        block["cost_per_1m_output_tokens"] = per_hour / out_per_hour * 1e6 if out_per_hour else None
+        block["cost_per_1m_total_tokens"] = per_hour / all_per_hour * 1e6 if all_per_hour else None
     if lags.size:  # open-loop runs: how late requests left against their schedule
         block["p99_send_lag_ms"] = float(np.percentile(lags, 99) * 1000)
         block["max_send_lag_ms"] = float(lags.max() * 1000)
@@ -178,7 +187,7 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
     df = run.requests
     mask = judged_mask(run, spec)
     gpus = gpu_count(run, spec)
-    overall = _block(run, spec, mask, gpus)
+    overall = _block(run, spec, mask, gpus, gpu_cost_per_hour(run, spec))  # cost: the run's, not a workload's
     per_workload = {
         str(w): _block(run, spec, mask & (df["workload"] == w).to_numpy(), gpus) for w in workloads_in(df, mask)
     }

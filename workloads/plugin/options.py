@@ -77,6 +77,13 @@ def add_options(parser: Any, **_kw: Any) -> None:
         help="Share of failed requests above which the run itself counts as failed (exit 3)",
     )
     p.add_argument(
+        "--gpu-cost-per-hour",
+        type=float,
+        default=0.0,
+        help="Price of one GPU-hour (any currency): the report gives the cost per 1M output and total tokens "
+        "at the measured throughput (GPUs: from the GPU samples, the SLO file's gpus, or --gpus)",
+    )
+    p.add_argument(
         "--records",
         choices=("parquet", "jsonl"),
         default="parquet",
@@ -242,6 +249,7 @@ class RunOptions:
     metrics_host: str = "127.0.0.1"
     report_every_s: float = 3600.0
     records: str = "parquet"
+    gpu_cost_per_hour: float = 0.0
     gpu_monitor: str = ""
     monitor_interval_s: float = 1.0
     server_metrics: bool = True
@@ -302,6 +310,7 @@ class RunOptions:
             metrics_port=_number("--metrics-port", get("metrics_port", 0), minimum=0, cast=int),
             metrics_host=str(get("metrics_host", "127.0.0.1") or "127.0.0.1"),
             report_every_s=_number("--report-every", get("report_every", 3600.0), minimum=0),
+            gpu_cost_per_hour=_number("--gpu-cost-per-hour", get("gpu_cost_per_hour", 0.0), minimum=0),
             records=_choice("--records", str(get("records", "parquet") or "parquet"), ("parquet", "jsonl")),
             gpu_monitor=str(get("gpu_monitor", "") or ""),
             monitor_interval_s=_number("--monitor-interval", get("monitor_interval", 1.0), minimum=0, strict=True),

@@ -115,3 +115,23 @@ def test_a_crash_torn_last_record_does_not_stop_the_report(tmp_path: Path) -> No
     run = load_run(run_dir)
     assert len(run.requests) == 30
     assert run.itl_values(np.ones(30, dtype=bool)).size == 30 * 50
+
+
+def test_cost_per_million_tokens_from_the_gpu_hour_price_and_measured_throughput(tmp_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    records = [request(i, ttft_ms=100, output_tokens=int(rng.integers(10, 500)),
+                       prompt_tokens=int(rng.integers(50, 900))) for i in range(200)]  # fmt: skip
+    run = load_run(make_run_dir(tmp_path / "run", records, meta={"options": {"gpu_cost_per_hour": 3.0}}))
+    window = (1000.0 + 199 / 10 + 0.6) - 1000.0  # first start to last end (TTFT 0.1 + 0.5 s)
+    out = sum(r["output_tokens"] for r in records)
+    total = out + sum(r["prompt_tokens"] for r in records)
+    per_hour = 3.0 * 4  # --gpu-cost-per-hour × the SLO file's 4 GPUs
+    overall = summarize(run, spec("gpus: 4\nslos:\n  chat:\n    ttft_ms: {p95: 500}\n")).overall
+    assert overall["cost_per_hour"] == per_hour
+    assert overall["cost_per_1m_output_tokens"] == pytest.approx(per_hour / (out / window * 3600) * 1e6, rel=1e-9)
+    assert overall["cost_per_1m_total_tokens"] == pytest.approx(per_hour / (total / window * 3600) * 1e6, rel=1e-9)
+    # The SLO file's price wins over the option; no price, no cost figures.
+    priced = summarize(run, spec("gpus: 4\ngpu_cost_per_hour: 1.5\nslos:\n  chat:\n    ttft_ms: {p95: 500}\n"))
+    assert priced.overall["cost_per_hour"] == 6.0
+    unpriced = load_run(make_run_dir(tmp_path / "free", records))
+    assert "cost_per_hour" not in summarize(unpriced, spec("slos:\n  chat:\n    ttft_ms: {p95: 500}\n")).overall
