@@ -3,7 +3,9 @@
 JSONL, one object per line, either ``{"prompt": "..."}`` (a single-turn request) or
 ``{"messages": [{"role": "user", "content": "..."}, ...]}`` (the user turns are replayed in
 order), with an optional ``"max_tokens"``. ShareGPT: a JSON list of
-``{"conversations": [{"from": "human"|"gpt", "value": "..."}]}``; the human turns are used.
+``{"conversations": [{"from": "human"|"gpt", "value": "..."}]}``; the human turns are replayed.
+The assistant turn that answered each user turn is kept too: its length is that turn's output
+length (as vLLM's own ShareGPT benchmark uses it), unless ``max_tokens`` says otherwise.
 Errors name the file and line (JSONL) or entry (ShareGPT).
 """
 
@@ -22,10 +24,12 @@ class DatasetError(ValueError):
 
 @dataclass(frozen=True)
 class Conversation:
-    """The user turns of one conversation, and an optional output length."""
+    """The user turns of one conversation, the recorded answers to them, and an optional output length."""
 
     turns: tuple[str, ...]
     max_tokens: int | None = None
+    #: the assistant's recorded answer to each user turn ("" where the dataset has none)
+    answers: tuple[str, ...] = ()
 
 
 def load_dataset(path: Path) -> list[Conversation]:
@@ -74,9 +78,20 @@ def _sharegpt(path: Path, data: list[object]) -> list[Conversation]:
         turns = entry.get("conversations") if isinstance(entry, dict) else None
         if not isinstance(turns, list):
             raise DatasetError(f"{path}: entry {i} has no 'conversations' list (ShareGPT format)")
-        human = tuple(str(t.get("value", "")) for t in turns if isinstance(t, dict) and t.get("from") == "human")
-        if any(human):
-            out.append(Conversation(tuple(h for h in human if h)))
+        pairs = _pairs([(t.get("from"), str(t.get("value", ""))) for t in turns if isinstance(t, dict)],
+                       "human", "gpt")  # fmt: skip
+        if pairs:
+            out.append(Conversation(tuple(q for q, _ in pairs), answers=tuple(a for _, a in pairs)))
+    return out
+
+
+def _pairs(messages: list[tuple[object, str]], asker: str, answerer: str) -> list[tuple[str, str]]:
+    """(user turn, the answer that followed it or "") for every non-empty user turn."""
+    out: list[tuple[str, str]] = []
+    for i, (who, text) in enumerate(messages):
+        if who == asker and text:
+            following = messages[i + 1] if i + 1 < len(messages) else None
+            out.append((text, following[1] if following is not None and following[0] == answerer else ""))
     return out
 
 
@@ -97,11 +112,11 @@ def _jsonl(path: Path, text: str) -> list[Conversation]:
         if isinstance(obj.get("prompt"), str):
             out.append(Conversation((obj["prompt"],), max_tokens))
         elif isinstance(obj.get("messages"), list):
-            turns = tuple(str(m.get("content", "")) for m in obj["messages"]
-                          if isinstance(m, dict) and m.get("role") == "user")  # fmt: skip
-            if not turns:
+            pairs = _pairs([(m.get("role"), str(m.get("content", ""))) for m in obj["messages"] if isinstance(m, dict)],
+                           "user", "assistant")  # fmt: skip
+            if not pairs:
                 raise DatasetError(f"{path}:{n}: 'messages' has no user turn")
-            out.append(Conversation(turns, max_tokens))
+            out.append(Conversation(tuple(q for q, _ in pairs), max_tokens, tuple(a for _, a in pairs)))
         elif isinstance(obj.get("turns"), list):
             out.append(Conversation(tuple(str(t) for t in obj["turns"]), max_tokens))
         else:

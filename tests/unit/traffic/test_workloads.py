@@ -211,3 +211,29 @@ def test_weights_option_and_environment(monkeypatch: pytest.MonkeyPatch) -> None
     assert (s["code"].weight, s["contract"].weight) == (0, 2)
     with pytest.raises(WorkloadFileError, match="--weights"):
         settings_from_options(opts(weights="video=1"))
+
+
+def test_sharegpt_output_lengths_follow_the_recorded_answers(tmp_path: Path) -> None:
+    answers = ["word " * 40, "Sure. " * 7, "深度学习" * 30]
+    data = tmp_path / "sg.json"
+    data.write_text(json.dumps([{"conversations": [
+        {"from": "human", "value": "Explain it"}, {"from": "gpt", "value": answers[0]},
+        {"from": "human", "value": "Shorter"}, {"from": "gpt", "value": answers[1]},
+        {"from": "human", "value": "In Chinese"}, {"from": "gpt", "value": answers[2]},
+    ]}]))  # fmt: skip
+    counter = TokenCounter()
+    model = Chat(replace(settings_from_options(opts(dataset=str(data)))["chat"], turns=3), counter)
+    session = model.session(random.Random(0))
+    asked = [next(session).max_tokens]
+    asked += [session.send("an answer").max_tokens for _ in range(2)]
+    assert asked == [counter.count(a) for a in answers] and len(set(asked)) == 3
+    # A JSONL conversation's assistant messages count the same way; "max_tokens" still wins.
+    jl = tmp_path / "c.jsonl"
+    convo = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": answers[1]}]
+    jl.write_text(json.dumps({"messages": convo}) + "\n" + json.dumps({"messages": convo, "max_tokens": 3}) + "\n")
+    lengths = {Chat(settings_from_options(opts(dataset=str(jl)))["chat"], counter).next(random.Random(i)).max_tokens
+               for i in range(20)}  # fmt: skip
+    assert lengths == {counter.count(answers[1]), 3}
+    # An output distribution the user chose wins over the recorded answers.
+    chosen = settings_from_options(opts(dataset=str(data), chat_output_tokens="17"))["chat"]
+    assert {Chat(chosen, counter).next(random.Random(i)).max_tokens for i in range(5)} == {17}

@@ -1,7 +1,9 @@
 """Multi-turn chat: a conversation (bundled, or a ShareGPT/JSONL dataset) replayed turn by turn,
-the history growing with each answer, with think time between turns. A dataset entry's
-``max_tokens`` is the output length of its turns; otherwise it is sampled from ``output_tokens``.
-Prompt lengths are the conversations' own.
+the history growing with each answer, with think time between turns. Output length of a turn:
+the dataset entry's ``max_tokens``; else the length of the answer the dataset recorded for that
+turn (ShareGPT's ``gpt`` turns, JSONL ``assistant`` messages), counted with ``--tokenizer``
+when given — unless ``output_tokens`` was set for the workload; else sampled from
+``output_tokens``. (``--max-tokens`` overrides all.) Prompt lengths are the conversations' own.
 """
 
 from __future__ import annotations
@@ -54,17 +56,29 @@ class Chat(TrafficModel):
         self.conversations = (
             tuple(load_dataset(Path(settings.dataset))) if settings.dataset else _bundled_conversations()
         )
+        # Recorded answers set the lengths unless the user chose an output distribution.
+        self._answer_lengths = bool(settings.dataset) and settings.output_tokens == self.defaults.output_tokens
+        self._answer_tokens: dict[tuple[str, ...], tuple[int, ...]] = {}
 
     def session(self, rng: random.Random) -> Session:
         """One conversation: a request per user turn; each answer joins the history."""
         conv = rng.choice(self.conversations)
         history = [{"role": "system", "content": SYSTEM_PROMPT}]
-        for turn in self.turns(rng, conv):
+        for i, turn in enumerate(self.turns(rng, conv)):
             history.append({"role": "user", "content": turn})
-            answer = yield self.request(rng, history, conv.max_tokens)
+            answer = yield self.request(rng, history, conv.max_tokens or self._recorded_length(conv, i))
             if answer is None:
                 return  # the turn failed: a real user would start over
             history.append({"role": "assistant", "content": answer})
+
+    def _recorded_length(self, conv: Conversation, turn: int) -> int | None:
+        """Tokens of the answer the dataset recorded for ``turn`` (counted once per conversation)."""
+        if not self._answer_lengths or turn >= len(conv.answers):
+            return None
+        lengths = self._answer_tokens.get(conv.answers)
+        if lengths is None:
+            lengths = self._answer_tokens[conv.answers] = tuple(self.counter.count(a) if a else 0 for a in conv.answers)
+        return lengths[turn] or None
 
     def turns(self, rng: random.Random, conv: Conversation) -> list[str]:
         """The user turns of one session (padded with follow-ups up to ``turns``)."""
