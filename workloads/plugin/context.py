@@ -18,7 +18,6 @@ import sys
 import threading
 import time
 import weakref
-from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
@@ -32,6 +31,7 @@ from ..traffic import MODELS, TrafficModel
 from . import exporter, locust_compat
 from .gc import GcWatch
 from .options import OptionError, RunOptions
+from .rates import TokenRate
 
 __all__ = ["RunContext", "TokenRate", "context", "current_options", "new_run_dir", "versions"]
 
@@ -65,36 +65,6 @@ def versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             out[dist] = "not installed"
     return out
-
-
-class TokenRate:
-    """Output tokens per second over a sliding window (for the live view)."""
-
-    def __init__(self, window_s: float = 10.0) -> None:
-        self.window_s = window_s
-        self._events: deque[tuple[float, int]] = deque()
-        self.total_tokens = 0
-        self._lock = threading.Lock()
-
-    def add(self, tokens: int, now: float | None = None) -> None:
-        """Count ``tokens`` output tokens finished at ``now`` (monotonic seconds)."""
-        with self._lock:
-            self._events.append((time.monotonic() if now is None else now, tokens))
-            self.total_tokens += tokens
-
-    def rate(self, now: float | None = None) -> float:
-        """Tokens per second over the last window."""
-        now = time.monotonic() if now is None else now
-        with self._lock:
-            while self._events and self._events[0][0] < now - self.window_s:
-                self._events.popleft()
-            return sum(n for _, n in self._events) / self.window_s
-
-    def reset(self) -> None:
-        """Forget everything (a new test started)."""
-        with self._lock:
-            self._events.clear()
-            self.total_tokens = 0
 
 
 @dataclass
