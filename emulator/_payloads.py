@@ -82,7 +82,7 @@ def tagged_text(rng: random.Random, plan: Plan, first: int, k: int, text: str, o
         elif j == r - 1:
             parts.append("</think>")
         elif j == r:
-            parts.append("\n\n" + (text.split(" ")[0] or "Answer"))
+            parts.append("\n\n" + (text.split() or ["Answer"])[0])
         else:
             parts.append(filler_text(rng, 1) if k > 1 else text or " ")
     return "".join(parts)

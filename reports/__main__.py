@@ -13,7 +13,6 @@ compare exits 1 when a run regressed against the baseline by more than the thres
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from pathlib import Path
 
@@ -61,9 +60,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.cmd == "build":
             spec = spec_for_run(args.run_dir, args.slo)
-            if args.gpu_cost_per_hour is not None:
-                spec = dataclasses.replace(spec, gpu_cost_per_hour=args.gpu_cost_per_hour)
-            result = build_report(args.run_dir, spec, live=args.live)
+            result = build_report(args.run_dir, spec, live=args.live, gpu_cost_per_hour=args.gpu_cost_per_hour)
             print(f"reports: {result.summary.verdict}: {result.summary.reason}")
             written = [result.report.name] if args.live else [result.report.name, result.junit.name,
                                                                  result.summary_json.name]  # fmt: skip

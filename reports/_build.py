@@ -44,12 +44,13 @@ def spec_for_run(run_dir: Path, override: Path | None = None) -> SloSpec:
 
 
 def build_report(run_dir: Path, spec: SloSpec | None = None, run_failed_error_rate: float = 0.5,
-                 live: bool = False) -> BuildResult:  # fmt: skip
-    """Write the three outputs into ``run_dir`` (``live``: a view of a run still going — report.html only)."""
+                 live: bool = False, gpu_cost_per_hour: float | None = None) -> BuildResult:  # fmt: skip
+    """Write the three outputs into ``run_dir`` (``live``: a view of a run still going — report.html only;
+    ``gpu_cost_per_hour``: a price that overrides the run's and the SLO file's)."""
     run = load_run(run_dir)
     spec = spec or spec_for_run(run_dir)
     limit = float(run.meta.option("run_fail_error_rate", run_failed_error_rate))
-    summary = summarize(run, spec, run_failed_error_rate=limit, live=live)
+    summary = summarize(run, spec, run_failed_error_rate=limit, live=live, gpu_cost_per_hour=gpu_cost_per_hour)
     report = run_dir / REPORT_FILE
     tmp = run_dir / (REPORT_FILE + ".tmp")
     tmp.write_text(render_report(run, spec, summary), encoding="utf-8")

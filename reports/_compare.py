@@ -113,6 +113,8 @@ def compare_runs(run_dirs: list[Path], baseline: int = 0, threshold_pct: float =
     for scope, blocks in scopes:
         for key, label, higher_better in COMPARED_METRICS:
             values = [b.get(key) for b in blocks]
+            if all(v is None for v in values):
+                continue  # a figure no run has (cost without a price, a workload's cost): no empty row
             base = values[baseline]
             deltas: list[float | None] = []
             regressed = []

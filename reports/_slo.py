@@ -302,10 +302,9 @@ def run_window_s(run: RunData, mask: np.ndarray) -> float:
 
 
 def gpu_cost_per_hour(run: RunData, spec: SloSpec) -> float | None:
-    """Price of one GPU-hour: the SLO file's ``gpu_cost_per_hour``, else ``--gpu-cost-per-hour``."""
-    if spec.gpu_cost_per_hour is not None:
-        return spec.gpu_cost_per_hour
-    value = float(run.meta.option("gpu_cost_per_hour", 0.0) or 0.0)
+    """Price of one GPU-hour: the run's ``--gpu-cost-per-hour``, else the SLO file's
+    ``gpu_cost_per_hour`` (``reports build --gpu-cost-per-hour`` overrides both); 0 or none: no cost."""
+    value = float(run.meta.option("gpu_cost_per_hour", 0.0) or 0.0) or (spec.gpu_cost_per_hour or 0.0)
     return value or None
 
 

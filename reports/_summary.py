@@ -22,7 +22,6 @@ from ._slo import (
     dropped_nan,
     evaluate,
     goodput,
-    gpu_cost_per_hour,
     gpu_count,
     judged_mask,
     masked_sum,
@@ -30,6 +29,7 @@ from ._slo import (
     selected,
     workloads_in,
 )
+from ._slo import gpu_cost_per_hour as run_gpu_cost
 
 __all__ = ["PERCENTILES", "RunSummary", "summarize"]
 
@@ -182,12 +182,15 @@ def incompleteness(run: RunData, live: bool = False) -> list[str]:
     return out
 
 
-def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, live: bool = False) -> RunSummary:
-    """Evaluate the SLOs and compute every figure the outputs show."""
+def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, live: bool = False,
+              gpu_cost_per_hour: float | None = None) -> RunSummary:  # fmt: skip
+    """Evaluate the SLOs and compute every figure the outputs show (``gpu_cost_per_hour``: a price
+    overriding the run's and the SLO file's; 0: no cost figures)."""
     df = run.requests
     mask = judged_mask(run, spec)
     gpus = gpu_count(run, spec)
-    overall = _block(run, spec, mask, gpus, gpu_cost_per_hour(run, spec))  # cost: the run's, not a workload's
+    price = run_gpu_cost(run, spec) if gpu_cost_per_hour is None else (gpu_cost_per_hour or None)
+    overall = _block(run, spec, mask, gpus, price)  # cost: the run's, not a workload's
     per_workload = {
         str(w): _block(run, spec, mask & (df["workload"] == w).to_numpy(), gpus) for w in workloads_in(df, mask)
     }

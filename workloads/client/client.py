@@ -60,6 +60,13 @@ class CompletionRequest:
         return "/v1/chat/completions" if self.endpoint == "chat" else "/v1/completions"
 
 
+def may_think(req: CompletionRequest) -> bool:
+    """False when the request turned thinking off (``chat_template_kwargs.enable_thinking: false``):
+    then a ``</think>`` in the answer is text about the tags, never the end of reasoning."""
+    ctk = req.extra_body.get("chat_template_kwargs") if req.extra_body else None
+    return not (isinstance(ctk, dict) and ctk.get("enable_thinking") is False)
+
+
 class LlmClient:
     """Sends completion requests and times them; never raises for a failed request."""
 
@@ -203,7 +210,7 @@ class LlmClient:
         )
         payload = orjson.dumps(self.build_body(req, model))
         headers = {**self._headers, **req.headers, "X-Request-Id": record.request_id}
-        timer = StreamTimer(collect_text=req.collect_text, think_tags=self._think_tags)
+        timer = StreamTimer(collect_text=req.collect_text, think_tags=self._think_tags if may_think(req) else None)
         self.last_text = ""
         conn = self._connection()
         resp: HttpResponse | None = None

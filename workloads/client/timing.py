@@ -151,22 +151,25 @@ class StreamTimer:
         if not is_token or new_tokens == 0:
             return
         k = new_tokens or 1
-        piece = None
-        if answer:
-            delta = choice.get("delta")
-            piece = delta.get("content") if isinstance(delta, dict) else choice.get("text")
         if reasoning:
             self._think_state = _OFF  # the server's reasoning parser separates it: no markers to read
-        elif self._think_state < _ANSWERING and isinstance(piece, str):
-            answer, reasoning, piece = self._tags(piece, k)
-        if self.texts is not None and answer and isinstance(piece, str):
-            self.texts.append(piece)
+        elif answer and (self._think_state < _ANSWERING or self.texts is not None):
+            delta = choice.get("delta")
+            piece = delta.get("content") if type(delta) is dict else None  # chat only: completions have no template
+            if self._think_state < _ANSWERING and type(piece) is str:
+                answer, reasoning, piece = self._tags(piece, k)
+            if self.texts is not None and answer and type(piece) is str:
+                self.texts.append(piece)
         self._on_token(t, k, visible, answer, reasoning)
 
     def _tags(self, text: str, k: int) -> tuple[bool, bool, str]:
         """Classify one content event by the think markers: ``(answer, reasoning, answer text)``."""
         assert self._think is not None
         opening, closing = self._think
+        if self._nonblank and not self._think_probe and closing[0] not in text:
+            self._undecided_events += 1  # the common chunk of a model without markers: nothing to look at
+            self._undecided_tokens += k
+            return True, False, text
         probe = self._think_probe + text
         if self._think_state == _UNDECIDED and not self._nonblank:
             lead = probe.lstrip()
@@ -174,9 +177,12 @@ class StreamTimer:
                 self._think_state = _IN_THINK  # reasoning from here, closed or not (max_tokens may cut it)
             elif lead and not opening.startswith(lead):
                 self._nonblank = True  # the text does not open with the marker
+        elif self._think_state == _UNDECIDED and opening in probe:
+            self._think_state = _OFF  # "<think>" in the middle of an answer: text about the tags, not reasoning
+            return True, False, text
         end = probe.find(closing)
         if end < 0:
-            self._think_probe = probe[-(len(closing) - 1) :] if len(closing) > 1 else ""
+            self._think_probe = _marker_start(probe, closing)
             if self._think_state == _IN_THINK:
                 return False, True, ""
             self._undecided_events += 1  # an answer unless "</think>" comes: then it was reasoning
@@ -232,6 +238,14 @@ class StreamTimer:
             raise StreamError(ErrorCategory.NO_TOKENS, "stream carried no token events")
         if self.finish_reason is None:
             raise StreamError(ErrorCategory.NO_FINISH_REASON, "stream ended without a finish_reason")
+
+
+def _marker_start(text: str, marker: str) -> str:
+    """The end of ``text`` that could begin ``marker`` (kept to find one split across chunks)."""
+    for n in range(min(len(marker) - 1, len(text)), 0, -1):
+        if marker.startswith(text[-n:]):
+            return text[-n:]
+    return ""
 
 
 def _classify(choice: dict[str, Any]) -> tuple[bool, bool, bool, bool]:

@@ -78,11 +78,16 @@ def _sharegpt(path: Path, data: list[object]) -> list[Conversation]:
         turns = entry.get("conversations") if isinstance(entry, dict) else None
         if not isinstance(turns, list):
             raise DatasetError(f"{path}: entry {i} has no 'conversations' list (ShareGPT format)")
-        pairs = _pairs([(t.get("from"), str(t.get("value", ""))) for t in turns if isinstance(t, dict)],
+        pairs = _pairs([(t.get("from"), _text(t.get("value"))) for t in turns if isinstance(t, dict)],
                        "human", "gpt")  # fmt: skip
         if pairs:
             out.append(Conversation(tuple(q for q, _ in pairs), answers=tuple(a for _, a in pairs)))
     return out
+
+
+def _text(value: object) -> str:
+    """A message's text; anything else (``null`` content of a tool call, a list of parts) is none."""
+    return value if isinstance(value, str) else ""
 
 
 def _pairs(messages: list[tuple[object, str]], asker: str, answerer: str) -> list[tuple[str, str]]:
@@ -112,7 +117,7 @@ def _jsonl(path: Path, text: str) -> list[Conversation]:
         if isinstance(obj.get("prompt"), str):
             out.append(Conversation((obj["prompt"],), max_tokens))
         elif isinstance(obj.get("messages"), list):
-            pairs = _pairs([(m.get("role"), str(m.get("content", ""))) for m in obj["messages"] if isinstance(m, dict)],
+            pairs = _pairs([(m.get("role"), _text(m.get("content"))) for m in obj["messages"] if isinstance(m, dict)],
                            "user", "assistant")  # fmt: skip
             if not pairs:
                 raise DatasetError(f"{path}:{n}: 'messages' has no user turn")

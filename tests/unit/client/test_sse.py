@@ -5,6 +5,8 @@ import json
 import pytest
 
 from workloads.client import SseParser, StreamTimer
+from workloads.client.client import CompletionRequest, may_think
+from workloads.client.timing import THINK_TAGS
 
 
 def feed_all(parser: SseParser, reads: list[bytes]) -> list[bytes]:
@@ -171,3 +173,22 @@ def test_no_markers_means_no_reasoning_and_markers_can_be_turned_off() -> None:
 def test_thinking_cut_off_by_max_tokens_is_all_reasoning() -> None:
     timer = _stream([({"content": "<think>"}, 1), ({"content": "Let me"}, 1), ({"content": " think"}, 1)])
     assert timer.first_answer_t is None and timer.reasoning_events == 3 and timer.texts == []
+
+
+def test_an_answer_that_talks_about_the_tags_is_not_reasoning() -> None:
+    mid = _stream([({"content": "Use "}, 1), ({"content": "<think>"}, 1), ({"content": " x "}, 1),
+                   ({"content": "</think>"}, 1), ({"content": " tags"}, 1)])  # fmt: skip
+    assert mid.reasoning_events == 0 and mid.first_answer_t is None
+    assert "".join(mid.texts or []) == "Use <think> x </think> tags"
+    # Only "</think>" in an answer is ambiguous (a pre-filled <think> looks the same): a request that
+    # turned thinking off is never read that way.
+    off = CompletionRequest("chat", messages=[], extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+    on = CompletionRequest("chat", messages=[], extra_body={"chat_template_kwargs": {"enable_thinking": True}})
+    assert not may_think(off) and may_think(on) and may_think(CompletionRequest("chat", messages=[]))
+
+
+def test_completions_text_is_never_read_for_think_tags() -> None:
+    timer = StreamTimer(think_tags=THINK_TAGS)
+    for i, text in enumerate(["a", "</think>", "b"]):
+        timer.on_event(json.dumps({"id": "x", "choices": [{"index": 0, "text": text}]}).encode(), 0.1 + i / 100)
+    assert timer.reasoning_events == 0 and timer.first_answer_t is None

@@ -130,8 +130,12 @@ def test_cost_per_million_tokens_from_the_gpu_hour_price_and_measured_throughput
     assert overall["cost_per_hour"] == per_hour
     assert overall["cost_per_1m_output_tokens"] == pytest.approx(per_hour / (out / window * 3600) * 1e6, rel=1e-9)
     assert overall["cost_per_1m_total_tokens"] == pytest.approx(per_hour / (total / window * 3600) * 1e6, rel=1e-9)
-    # The SLO file's price wins over the option; no price, no cost figures.
-    priced = summarize(run, spec("gpus: 4\ngpu_cost_per_hour: 1.5\nslos:\n  chat:\n    ttft_ms: {p95: 500}\n"))
-    assert priced.overall["cost_per_hour"] == 6.0
+    # The run's --gpu-cost-per-hour wins over the SLO file's, `reports build --gpu-cost-per-hour` over
+    # both (0: no cost); without a price there are no cost figures.
+    slo_priced = spec("gpus: 4\ngpu_cost_per_hour: 1.5\nslos:\n  chat:\n    ttft_ms: {p95: 500}\n")
+    assert summarize(run, slo_priced).overall["cost_per_hour"] == 12.0
+    assert summarize(run, slo_priced, gpu_cost_per_hour=0.5).overall["cost_per_hour"] == 2.0
+    assert "cost_per_hour" not in summarize(run, slo_priced, gpu_cost_per_hour=0).overall
     unpriced = load_run(make_run_dir(tmp_path / "free", records))
+    assert summarize(unpriced, slo_priced).overall["cost_per_hour"] == 6.0
     assert "cost_per_hour" not in summarize(unpriced, spec("slos:\n  chat:\n    ttft_ms: {p95: 500}\n")).overall

@@ -237,3 +237,14 @@ def test_sharegpt_output_lengths_follow_the_recorded_answers(tmp_path: Path) -> 
     # An output distribution the user chose wins over the recorded answers.
     chosen = settings_from_options(opts(dataset=str(data), chat_output_tokens="17"))["chat"]
     assert {Chat(chosen, counter).next(random.Random(i)).max_tokens for i in range(5)} == {17}
+
+
+def test_recorded_answers_too_short_to_tell_or_too_long_for_a_context(tmp_path: Path) -> None:
+    data = tmp_path / "sg.json"
+    data.write_text(json.dumps([{"conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "Ok"}]},
+                                {"conversations": [{"from": "human", "value": "q"},
+                                                   {"from": "gpt", "value": "word " * 20_000}]}]))  # fmt: skip
+    model = Chat(settings_from_options(opts(dataset=str(data)))["chat"], TokenCounter())
+    lengths = {model.next(random.Random(i)).max_tokens for i in range(40)}
+    assert 2048 in lengths  # the 20,000-word answer, clipped
+    assert len(lengths - {2048}) > 1  # "Ok" (under 4 tokens): sampled instead

@@ -2,7 +2,7 @@
 the history growing with each answer, with think time between turns. Output length of a turn:
 the dataset entry's ``max_tokens``; else the length of the answer the dataset recorded for that
 turn (ShareGPT's ``gpt`` turns, JSONL ``assistant`` messages), counted with ``--tokenizer``
-when given — unless ``output_tokens`` was set for the workload; else sampled from
+when given, 4 to 2,048 tokens — unless ``output_tokens`` was set for the workload; else sampled from
 ``output_tokens``. (``--max-tokens`` overrides all.) Prompt lengths are the conversations' own.
 """
 
@@ -23,6 +23,8 @@ from ..tokens import TokenCounter
 __all__ = ["SYSTEM_PROMPT", "Chat"]
 
 SYSTEM_PROMPT = "You are a helpful assistant."
+#: the longest output a recorded dataset answer asks for
+RECORDED_ANSWER_MAX_TOKENS = 2048
 _FOLLOW_UPS = ("Can you go into more detail on that?", "Give me a concrete example.",
                "Summarise that in two sentences.", "What would you do differently?",
                "请用中文再解释一遍。")  # fmt: skip
@@ -77,8 +79,12 @@ class Chat(TrafficModel):
             return None
         lengths = self._answer_tokens.get(conv.answers)
         if lengths is None:
-            lengths = self._answer_tokens[conv.answers] = tuple(self.counter.count(a) if a else 0 for a in conv.answers)
-        return lengths[turn] or None
+            used = conv.answers[: self.config.turns]  # only the turns a session replays
+            lengths = self._answer_tokens[conv.answers] = tuple(self.counter.count(a) if a else 0 for a in used)
+        n = lengths[turn] if turn < len(lengths) else 0
+        # As vLLM's ShareGPT sampler: answers under 4 tokens say nothing about length; a very long
+        # one is clipped so that a growing history plus the answer stays inside a usual context.
+        return min(n, RECORDED_ANSWER_MAX_TOKENS) if n >= 4 else None
 
     def turns(self, rng: random.Random, conv: Conversation) -> list[str]:
         """The user turns of one session (padded with follow-ups up to ``turns``)."""
