@@ -51,6 +51,7 @@ class StreamTimer:
     """Accumulates per-event timing for one streamed response. Times are seconds since send."""
 
     __slots__ = (
+        "_close0",
         "_last_completion_tokens",
         "_last_token_t",
         "_nonblank",
@@ -97,6 +98,7 @@ class StreamTimer:
         self._last_completion_tokens: int | None = None
         self._reasoning_seen = False
         self._think = think_tags
+        self._close0 = think_tags[1][:1] if think_tags else ""
         self._think_state = _UNDECIDED if think_tags else _OFF
         self._think_probe = ""  # the end of the content so far, to find a marker split across chunks
         self._undecided_events = 0  # content events before any marker: reasoning if "</think>" follows
@@ -157,7 +159,11 @@ class StreamTimer:
             delta = choice.get("delta")
             piece = delta.get("content") if type(delta) is dict else None  # chat only: completions have no template
             if self._think_state < _ANSWERING and type(piece) is str:
-                answer, reasoning, piece = self._tags(piece, k)
+                if self._nonblank and not self._think_probe and self._close0 not in piece:
+                    self._undecided_events += 1  # the common chunk of a model without markers: counted only
+                    self._undecided_tokens += k
+                else:
+                    answer, reasoning, piece = self._tags(piece, k)
             if self.texts is not None and answer and type(piece) is str:
                 self.texts.append(piece)
         self._on_token(t, k, visible, answer, reasoning)
@@ -166,10 +172,6 @@ class StreamTimer:
         """Classify one content event by the think markers: ``(answer, reasoning, answer text)``."""
         assert self._think is not None
         opening, closing = self._think
-        if self._nonblank and not self._think_probe and closing[0] not in text:
-            self._undecided_events += 1  # the common chunk of a model without markers: nothing to look at
-            self._undecided_tokens += k
-            return True, False, text
         probe = self._think_probe + text
         if self._think_state == _UNDECIDED and not self._nonblank:
             lead = probe.lstrip()
