@@ -61,3 +61,10 @@ def missing_workers(runner: Any) -> set[str]:
     if not is_master(runner):
         return set()
     return {str(c.id) for c in list(runner.clients.values()) if c.state == STATE_MISSING}
+
+
+def log_row_outside_total(environment: Environment, method: str, name: str, response_time_ms: float) -> None:
+    """A row of Locust's table that is a measurement of a request, not a request (TTFT, TPOT): kept
+    out of the Aggregated total, so requests/s in the header, the charts and the summary count
+    requests, not rows. (Workers ship entries and the total apart; the master merges both.)"""
+    environment.stats.get(name, method).log(response_time_ms, 0)

@@ -84,23 +84,19 @@ def send(environment: Environment, client: LlmClient, req: CompletionRequest, mo
 
 
 def _fire_stats(environment: Environment, record: RequestRecord) -> None:
-    """E2E row for every request (failures carry their category); TTFT and TPOT rows when measured."""
+    """E2E row for every request (failures carry their category): the one Locust counts as a request.
+    TTFT and TPOT rows when measured, beside it but outside Locust's total (one request, not three)."""
     fire = environment.events.request.fire
     if not record.ok:
         status = f" (HTTP {record.status_code})" if record.status_code else ""
-        rows: list[tuple[str, float | None, int, Exception | None]] = [
-            ("E2E", record.e2e_s or 0.0, 0, LlmRequestFailed(f"{record.error_category}{status}"))
-        ]
-    else:
-        rows = [
-            ("E2E", record.e2e_s or 0.0, record.output_tokens or 0, None),
-            ("TTFT", record.ttft_s, 0, None),
-            ("TPOT", record.tpot_s, 0, None),
-        ]
-    for request_type, seconds, length, exc in rows:
+        fire(request_type="E2E", name=record.workload, response_time=(record.e2e_s or 0.0) * 1000,
+             response_length=0, exception=LlmRequestFailed(f"{record.error_category}{status}"), context={})  # fmt: skip
+        return
+    fire(request_type="E2E", name=record.workload, response_time=(record.e2e_s or 0.0) * 1000,
+         response_length=record.output_tokens or 0, exception=None, context={})  # fmt: skip
+    for request_type, seconds in (("TTFT", record.ttft_s), ("TPOT", record.tpot_s)):
         if seconds is not None:
-            fire(request_type=request_type, name=record.workload, response_time=seconds * 1000,
-                 response_length=length, exception=exc, context={})  # fmt: skip
+            locust_compat.log_row_outside_total(environment, request_type, record.workload, seconds * 1000)
 
 
 _MODEL_LOCK = gevent.lock.Semaphore()

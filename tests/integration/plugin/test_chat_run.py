@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+
 
 def test_headless_run_without_host_records_every_request(locust_runner) -> None:  # type: ignore[no-untyped-def]
     run = locust_runner(
@@ -20,6 +22,8 @@ def test_headless_run_without_host_records_every_request(locust_runner) -> None:
         "local",
         "--emulator-args",
         "--ttft-ms 100 --itl-ms 5",
+        "--csv",
+        "locust",
     )
     assert run.returncode == 0, run.output[-3000:]
     assert "SIMULATED" in run.output
@@ -33,6 +37,12 @@ def test_headless_run_without_host_records_every_request(locust_runner) -> None:
     assert len(records) == (stats[("E2E", "chat")]["requests"]) > 0
     assert (stats[("TTFT", "chat")]["requests"]) == len(records)
     assert (stats[("TPOT", "chat")]["requests"]) == len(records)
+    # Locust's total (the header's RPS, the charts, the Aggregated row) counts requests, not the
+    # three rows each request adds to the table (it read 3x the request rate before).
+    with (run.csv_prefix.parent / "locust_stats.csv").open() as fh:
+        rows = {(r["Type"], r["Name"]): r for r in csv.DictReader(fh)}
+    assert int(rows[("", "Aggregated")]["Request Count"]) == len(records)
+    assert int(rows[("TTFT", "chat")]["Request Count"]) == len(records)  # the TTFT row is still there
     for rec in records:
         assert rec["ok"] and rec["ttft_s"] <= rec["e2e_s"] <= rec["done_s"]
         assert rec["output_tokens"] > 0 and rec["prompt_tokens"] > 0
