@@ -346,10 +346,8 @@ def evaluate(run: RunData, spec: SloSpec) -> list[SloResult]:
             measured = float(1.0 - ok_all[scope_mask].mean())
         elif t.metric in LATENCY_METRICS:
             ok_mask = scope_mask & ok_all
-            if LATENCY_METRICS[t.metric] == "itl":
-                values = run.itl_values(ok_mask)
-            else:
-                values = selected(df, LATENCY_METRICS[t.metric], ok_mask)
+            values: np.ndarray | ItlHistogram = (run.itl_values(ok_mask) if LATENCY_METRICS[t.metric] == "itl"
+                                                 else selected(df, LATENCY_METRICS[t.metric], ok_mask))  # fmt: skip
             seconds = stat_of(values, t.stat)
             measured = None if seconds is None else seconds * 1000
             if measured is None:

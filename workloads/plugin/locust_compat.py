@@ -67,4 +67,4 @@ def log_row_outside_total(environment: Environment, method: str, name: str, resp
     """A row of Locust's table that is a measurement of a request, not a request (TTFT, TPOT): kept
     out of the Aggregated total, so requests/s in the header, the charts and the summary count
     requests, not rows. (Workers ship entries and the total apart; the master merges both.)"""
-    environment.stats.get(name, method).log(response_time_ms, 0)
+    environment.stats.get(name, method).log(response_time_ms, 0)  # type: ignore[arg-type]  # floats, as fire()

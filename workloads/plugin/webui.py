@@ -36,6 +36,17 @@ _SERVER_COLUMNS = (
 )
 
 
+_NO_SERVER = "no /metrics samples of the target yet (none with --no-server-metrics)"
+
+
+def _no_gpu(ctx: Any) -> str:
+    """What the GPU tab says instead of an empty table."""
+    if not ctx.options.gpu_monitor:
+        return ("no GPU samples: start the sidecar on the GPU host (python -m monitors gpu --host 0.0.0.0 "
+                "--port 9400) and run with --gpu-monitor http://GPU-HOST:9400 (or --gpu-monitor local)")  # fmt: skip
+    return f"no GPU samples from {ctx.options.gpu_monitor} yet (see the console for why)"
+
+
 _CLIENT_BOUND = f"CLIENT-BOUND (load generator CPU > {CLIENT_BOUND_CPU_PCT:g}%)"
 
 
@@ -154,8 +165,8 @@ def extend_web_ui(environment: Environment) -> None:
         payload = response.get_json()
         monitor = ctx.monitor
         latest_gpu, server = monitor.latest() if monitor is not None else ([], {})
-        gpu_rows = [{k: _fmt(g.get(k)) for k, _ in _GPU_COLUMNS} for g in latest_gpu]
-        server_rows = [{k: _fmt(server.get(k)) for k, _ in _SERVER_COLUMNS}] if server else []
+        gpu_rows = [{k: _fmt(g.get(k)) for k, _ in _GPU_COLUMNS} for g in latest_gpu] or [{"gpu": _no_gpu(ctx)}]
+        server_rows = [{k: _fmt(server.get(k)) for k, _ in _SERVER_COLUMNS}] if server else [{"running": _NO_SERVER}]
         payload["extended_stats"] = [
             {"key": "tokenstorm", "data": rows},
             {"key": "tokenstorm-gpu", "data": gpu_rows},
