@@ -111,3 +111,11 @@ def test_loading_a_locustfile_leaves_sys_path_and_the_standard_library_alone(loc
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     assert seen == {"lost": [], "added": [], "stdlib_code": True}
     assert Path(locustfile).stem not in sys.stdlib_module_names
+
+
+def test_the_monitor_process_does_not_load_arrow_or_pandas() -> None:
+    # The monitor process starts with each run; with pandas and pyarrow it took seconds on a busy
+    # 2-core machine and missed the first samples of a short run against real vLLM.
+    code = "import sys, monitors.__main__, workloads.rundir; print(sorted({'pandas', 'pyarrow'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

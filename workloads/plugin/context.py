@@ -22,16 +22,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from locust.env import Environment
 
-from ..rundir import REQUESTS_FILE, SEGMENTS_DIR, RecordWriter, RequestRecord, RunMeta, SegmentWriter, write_run_meta
+from ..rundir import REQUESTS_FILE, SEGMENTS_DIR, RecordWriter, RequestRecord, RunMeta, write_run_meta
 from ..traffic import MODELS, TrafficModel
 from . import exporter, locust_compat
 from .gc import GcWatch
 from .options import OptionError, RunOptions
 from .rates import TokenRate
+
+if TYPE_CHECKING:
+    from ..rundir.writer import SegmentWriter
 
 __all__ = ["RunContext", "TokenRate", "context", "current_options", "new_run_dir", "versions"]
 
@@ -165,6 +168,8 @@ class RunContext:
         if self.options.records == "jsonl":
             self.writer = RecordWriter(self.run_dir / REQUESTS_FILE)
         else:
+            from ..rundir.writer import SegmentWriter  # Arrow: only where records are written
+
             self.writer = SegmentWriter(self.run_dir / SEGMENTS_DIR)
         self.started_epoch_s = time.time()
         self.token_rate.reset()

@@ -16,7 +16,9 @@ file                 type                         written by                    
 This package imports nothing else of tokenstorm: every other layer may use it.
 """
 
-from .frame import FRAME_COLUMNS, ItlHistogram, ItlSource, frame_from_rows, read_requests_frame
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .meta import (
     CAPACITY_FILE,
     CLIENT_BOUND_CPU_PCT,
@@ -25,10 +27,12 @@ from .meta import (
     GPU_FILE,
     JUNIT_FILE,
     LOAD_FILE,
+    RECORDS_FORMAT_VERSION,
     REPORT_FILE,
     REQUESTS_FILE,
     RUN_FILE,
     RUN_SCHEMA_VERSION,
+    SEGMENTS_DIR,
     SERVER_FILE,
     SUMMARY_FILE,
     SUMMARY_SCHEMA_VERSION,
@@ -46,11 +50,30 @@ from .meta import (
     write_run_meta,
     write_summary,
 )
-from .reading import export_jsonl, iter_batches, read_records
 from .records import RECORD_SCHEMA_VERSION, ErrorCategory, RecordTail, RecordWriter, RequestRecord
 from .samples import MONITOR_SCHEMA_VERSION, GpuSample, MonitorGap, ServerSample, read_samples, to_line
-from .segments import RECORDS_FORMAT_VERSION, SEGMENTS_DIR, compact_segments
-from .writer import SegmentWriter
+
+if TYPE_CHECKING:
+    from .frame import FRAME_COLUMNS, ItlHistogram, ItlSource, frame_from_rows, read_requests_frame
+    from .reading import export_jsonl, iter_batches, read_records
+    from .segments import compact_segments
+    from .writer import SegmentWriter
+
+# Arrow/Parquet and pandas load only when a name that needs them is used (PEP 562): the monitor
+# process and Locust workers never pay for them.
+_LAZY = {
+    "FRAME_COLUMNS": "frame", "ItlHistogram": "frame", "ItlSource": "frame", "frame_from_rows": "frame",
+    "read_requests_frame": "frame", "export_jsonl": "reading", "iter_batches": "reading",
+    "read_records": "reading", "compact_segments": "segments", "SegmentWriter": "writer",
+}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
 
 __all__ = [
     "CAPACITY_FILE",

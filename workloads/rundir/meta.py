@@ -23,10 +23,12 @@ __all__ = [
     "GPU_FILE",
     "JUNIT_FILE",
     "LOAD_FILE",
+    "RECORDS_FORMAT_VERSION",
     "REPORT_FILE",
     "REQUESTS_FILE",
     "RUN_FILE",
     "RUN_SCHEMA_VERSION",
+    "SEGMENTS_DIR",
     "SERVER_FILE",
     "SUMMARY_FILE",
     "SUMMARY_SCHEMA_VERSION",
@@ -46,6 +48,9 @@ __all__ = [
 ]
 
 # -- the files of a run directory ----------------------------------------------------------
+SEGMENTS_DIR = "requests"  # request records, compact (segments.py)
+#: 1 = ``requests.jsonl`` (0.1), 2 = Arrow/Parquet segments with ITL gaps in integer microseconds
+RECORDS_FORMAT_VERSION = 2
 REQUESTS_FILE = "requests.jsonl"  # RequestRecord per line (records.py)
 RUN_FILE = "run.json"  # RunMeta
 LOAD_FILE = "load.jsonl"  # LoadSample per line

@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
+from .meta import RECORDS_FORMAT_VERSION, SEGMENTS_DIR
 from .records import RequestRecord
 
 __all__ = [
@@ -47,9 +48,6 @@ __all__ = [
     "write_parquet_segment",
 ]
 
-#: 1 = ``requests.jsonl`` (0.1), 2 = Arrow/Parquet segments with ITL gaps in integer microseconds
-RECORDS_FORMAT_VERSION = 2
-SEGMENTS_DIR = "requests"
 ITL_COLUMN = "itl_gaps_us"
 _META_KEY = b"tokenstorm.records"
 _SEG = re.compile(r"^seg-(\d{6})\.(parquet|arrows|live\.arrows)$")
