@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from workloads.rundir.procs import child_env
+
 from ._collector import RunMonitor
 
 __all__ = ["MonitorProcess", "run_collector"]
@@ -53,12 +55,10 @@ class MonitorProcess:
             cmd += ["--target", target_url]
         if gpu_monitor:
             cmd += ["--gpu-monitor", gpu_monitor]
-        env = {k: v for k, v in os.environ.items() if k != _KEY_ENV}
+        # The child must find this package even when the load test runs from a plain checkout.
+        env = child_env({k: v for k, v in os.environ.items() if k != _KEY_ENV})
         if api_key:
             env[_KEY_ENV] = api_key
-        # The child must find this package even when the load test runs from a plain checkout.
-        root = str(Path(__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         self._proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
 
     def latest(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:

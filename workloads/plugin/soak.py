@@ -9,13 +9,14 @@ snapshot runs at a time, and a running one is stopped before the final report is
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from ..rundir.procs import child_env
 
 __all__ = ["DiskWatch", "Snapshots"]
 
@@ -74,11 +75,8 @@ class Snapshots:
         if self._proc is not None and self._proc.poll() is None:
             return  # the previous one is still reading: skip this turn
         self._next = time.monotonic() + self.every_s
-        env = dict(os.environ)
-        root = str(Path(__file__).resolve().parents[2])  # tokenstorm from this checkout, installed or not
-        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-        self._proc = subprocess.Popen([sys.executable, "-m", "reports", "build", str(self.run_dir), "--live"],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)  # fmt: skip
+        cmd = [sys.executable, "-m", "reports", "build", str(self.run_dir), "--live"]
+        self._proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=child_env())
         self.started += 1
 
     def stop(self) -> None:

@@ -137,23 +137,11 @@ _FIELD_ORDER = tuple(f.name for f in fields(RequestRecord))
 _FIELD_NAMES = frozenset(_FIELD_ORDER)
 
 
-class RecordWriter:
-    """Appends records to ``requests.jsonl`` (format 1, ``--records jsonl``); flushes at least
-    every ``flush_interval_s``. :class:`~workloads.rundir.segments.SegmentWriter` is the
-    compact default with the same methods.
+class TailedWriter:
+    """What every record writer shares: ``write`` one record, and tails for live judges."""
 
-    Safe to call from many greenlets; the file is flushed on a timer rather than per record
-    so high request rates do not pay a syscall each, yet a crash loses seconds, not the run.
-    """
-
-    def __init__(self, path: Path, flush_interval_s: float = 2.0) -> None:
-        self.path = self.location = path
-        self._fh: IO[str] = path.open("a", encoding="utf-8")
-        self._lock = threading.Lock()
-        self._flush_interval_s = flush_interval_s
-        self._last_flush = time.monotonic()
+    def __init__(self) -> None:
         self._tails: list[RecordTail] = []
-        self.count = 0
 
     def tail(self) -> RecordTail:
         """A :class:`RecordTail` fed every record this writer takes from now on."""
@@ -166,6 +154,32 @@ class RecordWriter:
         self.write_rows([record.as_row()])
 
     def write_rows(self, rows: list[dict[str, Any]]) -> None:
+        raise NotImplementedError
+
+    def _feed_tails(self, rows: list[dict[str, Any]]) -> None:
+        for t in self._tails:
+            t.feed(rows)
+
+
+class RecordWriter(TailedWriter):
+    """Appends records to ``requests.jsonl`` (format 1, ``--records jsonl``); flushes at least
+    every ``flush_interval_s``. :class:`~workloads.rundir.segments.SegmentWriter` is the
+    compact default with the same methods.
+
+    Safe to call from many greenlets; the file is flushed on a timer rather than per record
+    so high request rates do not pay a syscall each, yet a crash loses seconds, not the run.
+    """
+
+    def __init__(self, path: Path, flush_interval_s: float = 2.0) -> None:
+        super().__init__()
+        self.path = self.location = path
+        self._fh: IO[str] = path.open("a", encoding="utf-8")
+        self._lock = threading.Lock()
+        self._flush_interval_s = flush_interval_s
+        self._last_flush = time.monotonic()
+        self.count = 0
+
+    def write_rows(self, rows: list[dict[str, Any]]) -> None:
         """Append decoded records (``RequestRecord`` fields)."""
         self.write_lines([orjson.dumps(r).decode() for r in rows])
 
@@ -173,8 +187,8 @@ class RecordWriter:
         """Append already-serialised records (a batch from a worker)."""
         if not lines:
             return
-        for t in self._tails:
-            t.feed([orjson.loads(line) for line in lines])
+        if self._tails:
+            self._feed_tails([orjson.loads(line) for line in lines])
         with self._lock:
             if self._fh.closed:  # a straggler after the run closed the file: keep it anyway
                 self._fh = self.path.open("a", encoding="utf-8")

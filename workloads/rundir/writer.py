@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import subprocess
 import sys
 import threading
@@ -13,11 +11,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from .records import RecordTail, RequestRecord
+from .procs import child_env
+from .records import TailedWriter
 from .segments import BATCH_ROWS, SCHEMA, compact_segments, numbered_segments, rows_to_batch
 
 __all__ = ["SegmentWriter"]
@@ -25,7 +23,7 @@ __all__ = ["SegmentWriter"]
 log = logging.getLogger("tokenstorm")
 
 
-class SegmentWriter:
+class SegmentWriter(TailedWriter):
     """Appends records to ``RUN_DIR/requests/`` segments; safe from many greenlets.
 
     Records are converted 64 at a time into compressed Arrow batches (each ~1 ms of CPU, so the
@@ -36,6 +34,7 @@ class SegmentWriter:
 
     def __init__(self, directory: Path, flush_interval_s: float = 2.0, rotate_rows: int = 100_000,
                  rotate_s: float = 900.0, compact_in_child: bool = True) -> None:  # fmt: skip
+        super().__init__()
         self.directory = self.location = directory
         directory.mkdir(parents=True, exist_ok=True)
         self._flush_interval_s = flush_interval_s
@@ -50,28 +49,16 @@ class SegmentWriter:
         self._seg_rows = 0
         self._seg_opened = 0.0
         self._children: list[subprocess.Popen[bytes]] = []
-        self._tails: list[RecordTail] = []
         self._closed = False
         self.count = 0
         #: records that could not be converted (logged once; never expected)
         self.rejected = 0
 
-    def tail(self) -> RecordTail:
-        """A :class:`RecordTail` fed every record this writer takes from now on."""
-        t = RecordTail()
-        self._tails.append(t)
-        return t
-
-    def write(self, record: RequestRecord) -> None:
-        """Append one record."""
-        self.write_rows([record.as_row()])
-
     def write_rows(self, rows: list[dict[str, Any]]) -> None:
         """Append decoded records (``RequestRecord`` fields)."""
         if not rows:
             return
-        for t in self._tails:
-            t.feed(rows)
+        self._feed_tails(rows)
         with self._lock:
             self._buffer.extend(rows)
             self.count += len(rows)
@@ -83,14 +70,6 @@ class SegmentWriter:
                 self._flush_locked()
             elif len(self._buffer) >= BATCH_ROWS:
                 self._write_buffer()  # small steps: a pause of ~1 ms, never one of 10+ ms, in a timing process
-
-    def write_lines(self, lines: list[str]) -> None:
-        """Append records serialised as JSON lines (a batch from a worker)."""
-        rows = []
-        for line in lines:
-            with contextlib.suppress(orjson.JSONDecodeError):
-                rows.append(orjson.loads(line))
-        self.write_rows(rows)
 
     def flush(self) -> None:
         """Write what is buffered as one batch and push it to the OS."""
@@ -157,13 +136,10 @@ class SegmentWriter:
         self._children = [c for c in self._children if c.poll() is None]
         if self._compact_in_child and not self._children:
             # Compaction costs a fraction of a second of CPU: never in the process timing streams.
-            env = dict(os.environ)
-            root = str(Path(__file__).resolve().parents[2])  # tokenstorm from this checkout, installed or not
-            env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
             self._children.append(subprocess.Popen(
                 [sys.executable, "-m", "workloads.rundir.segments", str(self.directory)],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True, env=env,
+                start_new_session=True, env=child_env(),
             ))  # fmt: skip
 
     def close(self) -> None:
