@@ -25,7 +25,7 @@ from typing import Any, TextIO
 from ._config import FAULT_KINDS, EmulatorConfig
 from ._metrics import EmulatorMetrics
 from ._payloads import Plan, estimate_prompt_tokens, filler_text, sse_event, tagged_text, usage_event, whole_response
-from ._truth import Truth, truth_dict
+from ._truth import Truth, prompt_digest, truth_dict
 
 __all__ = ["EmulatorServer"]
 
@@ -176,6 +176,7 @@ class EmulatorServer:
             self.config.ttft_s + self.config.prefill_s_per_token * prompt_tokens,
             self.config.itl_s,
             reasoning_tokens=reasoning_tokens,
+            prompt_sha=prompt_digest(body),
         )
         stream = bool(body.get("stream"))
         opts = body.get("stream_options") or {}

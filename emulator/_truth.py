@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Truth", "truth_dict"]
+__all__ = ["Truth", "prompt_digest", "truth_dict"]
 
 
 @dataclass(slots=True)
@@ -24,6 +26,8 @@ class Truth:
     reasoning_tokens: int = 0
     #: arrival → the chunk carrying the first answer token, when the request reasoned first
     ttft_answer_s: float | None = None
+    #: what was asked (messages or prompt), hashed: A/B tests check both targets got the same
+    prompt_sha: str = ""
 
 
 def truth_dict(t: Truth) -> dict[str, Any]:
@@ -40,4 +44,11 @@ def truth_dict(t: Truth) -> dict[str, Any]:
         "itl_s": t.itl_s,
         "reasoning_tokens": t.reasoning_tokens,
         "ttft_answer_s": t.ttft_answer_s,
+        "prompt_sha": t.prompt_sha,
     }
+
+
+def prompt_digest(body: dict[str, Any]) -> str:
+    """A short hash of the request's messages or prompt (not the model, ids or sampling options)."""
+    asked = body.get("messages") if body.get("messages") is not None else body.get("prompt")
+    return hashlib.sha256(json.dumps(asked, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]

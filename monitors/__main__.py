@@ -2,7 +2,7 @@
 
     python -m monitors gpu [--interval 1] [--out gpu.jsonl] [--host 127.0.0.1] [--port 9400]
     python -m monitors server-metrics http://gpu-host:8000
-    python -m monitors collect --run-dir RUN_DIR [--target URL] [--gpu-monitor URL|local] [--interval 1]
+    python -m monitors collect --run-dir RUN_DIR [--target [LABEL=]URL ...] [--gpu-monitor URL|local] [--interval 1]
       (started by the load test itself: the in-run monitor, in its own process)
 
 Exit codes: 0 ok; 4 no GPU (one line says why); 5 the server has no usable /metrics;
@@ -49,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("url")
     c = sub.add_parser("collect", help="the in-run monitor (started by the load test; API key from the environment)")
     c.add_argument("--run-dir", type=Path, required=True)
-    c.add_argument("--target", default=None, help="base URL whose /metrics is scraped")
+    c.add_argument("--target", action="append", default=[],
+                   help="[LABEL=]base URL whose /metrics is scraped (repeat for A/B targets)")  # fmt: skip
     c.add_argument("--gpu-monitor", default=None, help="a GPU sidecar URL, or 'local'")
     c.add_argument("--interval", type=float, default=1.0)
     args = p.parse_args(argv)
@@ -57,7 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "collect":
         if args.interval <= 0:
             p.error("--interval must be > 0")
-        return run_collector(args.run_dir, target_url=args.target, gpu_monitor=args.gpu_monitor,
+        targets = [(t.partition("=")[0], t.partition("=")[2]) if "=" in t.split("://")[0] else ("", t)
+                   for t in args.target]  # fmt: skip
+        return run_collector(args.run_dir, target_url=None, targets=targets, gpu_monitor=args.gpu_monitor,
                              interval_s=args.interval)  # fmt: skip
 
     if args.cmd == "server-metrics":

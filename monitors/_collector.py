@@ -35,6 +35,7 @@ class RunMonitor:
         run_dir: Path,
         *,
         target_url: str | None,
+        targets: list[tuple[str, str]] | None = None,
         gpu_monitor: str | None = None,
         local_sampler: GpuSampler | None = None,
         api_key: str | None = None,
@@ -42,13 +43,15 @@ class RunMonitor:
     ) -> None:
         self._gpu_fh: IO[str] = (run_dir / "gpu.jsonl").open("a", encoding="utf-8")
         self._server_fh: IO[str] = (run_dir / "server.jsonl").open("a", encoding="utf-8")
-        self._scraper = ServerMetricsScraper(target_url, timeout_s, api_key) if target_url else None
+        # One scraper per target (A/B runs: each sample carries its target's label).
+        pairs = targets or ([("", target_url)] if target_url else [])
+        self._scrapers = {label: ServerMetricsScraper(url, timeout_s, api_key) for label, url in pairs}
         self._sidecar = gpu_monitor.rstrip("/") if gpu_monitor and gpu_monitor != "local" else None
         self._local = local_sampler
         self._timeout_s = timeout_s
         self._since = time.time() - 2.0  # a sample taken just before the run started is still useful
         self._down: dict[str, bool] = {}
-        self._server_seen = False
+        self._server_seen: set[str] = set()
         self.latest_gpu: list[dict[str, Any]] = []
         self.latest_server: dict[str, Any] = {}
         self.gaps = 0
@@ -81,22 +84,24 @@ class RunMonitor:
             self._write_gpu([asdict(s) for s in batch])
 
     def poll_server(self) -> None:
-        """Scrape the target's /metrics once."""
-        if self._scraper is None:
-            return
-        try:
-            sample = self._scraper.scrape()
-        except MetricsUnavailable as exc:
-            if not self._server_seen:
-                log.warning("tokenstorm: notice — %s; server metrics are off for this run", exc)
-                self._scraper = None
-                return
-            self._gap("server", str(exc), self._server_fh)
-            return
-        self._server_seen = True
-        self._up("server", self._scraper.url)
-        self.latest_server = asdict(sample)
-        self._server_fh.write(to_line(sample) + "\n")
+        """Scrape each target's /metrics once."""
+        for label, scraper in list(self._scrapers.items()):
+            name = f"server {label}" if label else "server"
+            try:
+                sample = scraper.scrape()
+            except MetricsUnavailable as exc:
+                if label not in self._server_seen:
+                    log.warning("tokenstorm: notice — %s; server metrics are off for this run%s", exc,
+                                f" (target {label})" if label else "")  # fmt: skip
+                    del self._scrapers[label]
+                    continue
+                self._gap("server", str(exc), self._server_fh, key=name)
+                continue
+            self._server_seen.add(label)
+            self._up(name, scraper.url)
+            sample.target = label
+            self.latest_server = asdict(sample)
+            self._server_fh.write(to_line(sample) + "\n")
         self._server_fh.flush()
 
     # -- helpers --------------------------------------------------------------------
@@ -111,10 +116,10 @@ class RunMonitor:
             latest[int(r["gpu"])] = r
         self.latest_gpu = [latest[k] for k in sorted(latest)]
 
-    def _gap(self, source: str, reason: str, fh: IO[str]) -> None:
-        if self._down.get(source):
+    def _gap(self, source: str, reason: str, fh: IO[str], key: str = "") -> None:
+        if self._down.get(key or source):
             return
-        self._down[source] = True
+        self._down[key or source] = True
         self.gaps += 1
         log.warning("tokenstorm: %s — recording a gap; the load test goes on", reason)
         fh.write(to_line(MonitorGap(epoch_s=time.time(), source=source, reason=reason)) + "\n")

@@ -48,11 +48,12 @@ class MonitorProcess:
         gpu_monitor: str | None,
         interval_s: float,
         api_key: str | None = None,
+        targets: list[tuple[str, str]] | None = None,
     ) -> None:
         self.run_dir = run_dir
         cmd = [sys.executable, "-m", "monitors", "collect", "--run-dir", str(run_dir), "--interval", f"{interval_s:g}"]
-        if target_url:
-            cmd += ["--target", target_url]
+        for label, url in targets or ([("", target_url)] if target_url else []):
+            cmd += ["--target", f"{label}={url}" if label else url]
         if gpu_monitor:
             cmd += ["--gpu-monitor", gpu_monitor]
         # The child must find this package even when the load test runs from a plain checkout.
@@ -107,7 +108,8 @@ def _tail_rows(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def run_collector(run_dir: Path, *, target_url: str | None, gpu_monitor: str | None, interval_s: float) -> int:
+def run_collector(run_dir: Path, *, target_url: str | None, gpu_monitor: str | None, interval_s: float,
+                  targets: list[tuple[str, str]] | None = None) -> int:  # fmt: skip
     """The child's loop (``python -m monitors collect``): poll every interval until SIGTERM."""
     from ._gpu import open_gpu_sampler
     from ._nvml import NoGpuError
@@ -126,6 +128,7 @@ def run_collector(run_dir: Path, *, target_url: str | None, gpu_monitor: str | N
     monitor = RunMonitor(
         run_dir,
         target_url=target_url,
+        targets=targets,
         gpu_monitor=gpu_monitor if gpu_monitor != "local" else None,
         local_sampler=local,
         api_key=os.environ.get(_KEY_ENV) or None,

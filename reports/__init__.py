@@ -14,6 +14,7 @@ from ._slo import (
     per_request_spec,
 )
 from ._summary import RunSummary, summarize
+from ._sweep import measure_sweep_level
 
 __all__ = [
     "DEFAULT_SLO_TEXT",
@@ -31,6 +32,7 @@ __all__ = [
     "evaluate",
     "load_run",
     "load_slo_spec",
+    "measure_sweep_level",
     "per_request_spec",
     "run_from_records",
     "spec_for_run",

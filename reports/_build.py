@@ -12,6 +12,7 @@ from ._junit import junit_xml
 from ._rundir import load_run
 from ._slo import SloSpec, load_slo_spec
 from ._summary import RunSummary, summarize
+from ._sweep import sweep_block
 
 __all__ = ["EXIT_CODES", "BuildResult", "build_report", "spec_for_run"]
 
@@ -51,6 +52,7 @@ def build_report(run_dir: Path, spec: SloSpec | None = None, run_failed_error_ra
     spec = spec or spec_for_run(run_dir)
     limit = float(run.meta.option("run_fail_error_rate", run_failed_error_rate))
     summary = summarize(run, spec, run_failed_error_rate=limit, live=live, gpu_cost_per_hour=gpu_cost_per_hour)
+    summary.sweep = sweep_block(run)
     report = run_dir / REPORT_FILE
     tmp = run_dir / (REPORT_FILE + ".tmp")
     tmp.write_text(render_report(run, spec, summary), encoding="utf-8")

@@ -15,6 +15,8 @@ from ._plots import distribution_png, timeseries_png
 from ._rundir import RunData
 from ._slo import SloSpec, judged_mask
 from ._summary import PERCENTILES, RunSummary, timing_violations
+from ._sweep import sweep_view
+from ._targets import COMPARED
 
 __all__ = ["render_report"]
 
@@ -91,6 +93,16 @@ def render_report(run: RunData, spec: SloSpec, summary: RunSummary) -> str:
         client_bound=list(meta.client_bound),
         client_bound_pct=f"{CLIENT_BOUND_CPU_PCT:g}",
         timing_violations=timing_violations(run),
+        sweep=sweep_view(run, spec),
+        compared=_compared_rows(summary),
         num=_num,
         pct=_pct,
     )
+
+
+def _compared_rows(summary: RunSummary) -> list[tuple[str, str, bool]]:
+    """The A/B table's rows: the figures at least one target has."""
+    if not summary.targets:
+        return []
+    blocks = summary.targets["targets"].values()
+    return [row for row in COMPARED if any(b.get(row[0]) is not None for b in blocks)]

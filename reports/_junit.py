@@ -23,8 +23,9 @@ def junit_xml(summary: RunSummary, suite: str = "tokenstorm.slo") -> str:
         failures += 1
         ET.SubElement(run_case, "failure", message="run incomplete: " + "; ".join(summary.incomplete))
     for r in cases:
-        name = f"{r.scope} {r.metric} {r.stat} {r.op} {r.threshold:g}"
-        case = ET.SubElement(ts, "testcase", classname=f"{suite}.{r.scope}", name=name)
+        name = f"{r.target + ': ' if r.target else ''}{r.scope} {r.metric} {r.stat} {r.op} {r.threshold:g}"
+        scope = f"{r.target}.{r.scope}" if r.target else r.scope  # A/B: each target's cases apart
+        case = ET.SubElement(ts, "testcase", classname=f"{suite}.{scope}", name=name)
         measured = "no data" if r.measured is None else f"{r.measured:.4g}"
         if not r.passed:
             ET.SubElement(case, "failure", message=f"measured {measured}; target {r.op} {r.threshold:g}. {r.note}")

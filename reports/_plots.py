@@ -19,6 +19,7 @@ from workloads.rundir import CLIENT_BOUND_CPU_PCT
 
 from ._rundir import RunData
 from ._slo import chunks, dropped_nan, selected, workloads_in
+from ._targets import target_labels, target_mask
 
 __all__ = ["distribution_png", "timeseries_png"]
 
@@ -80,34 +81,41 @@ def timeseries_png(run: RunData, t0: float, mask: np.ndarray) -> tuple[str, list
         panels.append((f"Load generator CPU % (per worker; red: client-bound above {CLIENT_BOUND_CPU_PCT:g}%)", cpu))
     # Only what the lines need, computed now, in slices: a 20-million-request run must not need
     # a dozen bytes a request more than its table to draw these.
-    bins = np.concatenate([np.clip(np.digitize(start[part][ok[part]] - t0, edges) - 1, 0, len(mids) - 1)
-                           .astype(np.int16) for part in chunks(len(df))] or [np.empty(0, np.int16)])  # fmt: skip
-    tokens_per_bin = np.zeros(len(mids))
+    labels = target_labels(run)  # A/B: each target's lines apart
+    groups = [(f" {t}", ok & target_mask(run, t)) for t in labels] or [("", ok)]
+    tokens_per_bin: dict[str, np.ndarray] = {}
     tokens = df["output_tokens"].to_numpy(dtype=float)
-    for part in chunks(len(df)):
-        sel = ok[part]
-        end = start[part][sel] + np.nan_to_num(e2e[part][sel]) - t0
-        tokens_per_bin += np.histogram(end, bins=edges, weights=np.nan_to_num(tokens[part][sel]))[0]
     lines = {}
-    for name, col in (("TTFT", "ttft_s"), ("E2E", "e2e_s")):
-        ms = selected(df, col, ok)
-        ms *= 1000
-        for q, y in _binned(bins, ms, len(mids), (50, 95)).items():
-            lines[f"{name} p{q}"] = y
-        del ms
-    del bins
+    for suffix, sel_all in groups:
+        bins = np.concatenate([np.clip(np.digitize(start[part][sel_all[part]] - t0, edges) - 1, 0, len(mids) - 1)
+                               .astype(np.int16) for part in chunks(len(df))] or [np.empty(0, np.int16)])  # fmt: skip
+        tokens_per_bin[suffix] = np.zeros(len(mids))
+        for part in chunks(len(df)):
+            sel = sel_all[part]
+            end = start[part][sel] + np.nan_to_num(e2e[part][sel]) - t0
+            tokens_per_bin[suffix] += np.histogram(end, bins=edges, weights=np.nan_to_num(tokens[part][sel]))[0]
+        for name, col in (("TTFT", "ttft_s"), ("E2E", "e2e_s")):
+            ms = selected(df, col, sel_all)
+            ms *= 1000
+            for q, y in _binned(bins, ms, len(mids), (50, 95)).items():
+                lines[f"{name} p{q}{suffix}"] = y
+            del ms
+        del bins
 
     def latency(ax: Axes) -> None:
         for label, y in lines.items():
-            ax.plot(mids, y, "-" if label.endswith("p50") else "--", label=label)
+            ax.plot(mids, y, "--" if " p95" in label else "-", label=label)
         ax.set_ylabel("ms")
         _legend(ax, ncol=4)
 
     panels.append(("Latency (ms) by request start", latency))
 
     def throughput(ax: Axes) -> None:
-        ax.plot(mids, tokens_per_bin / bin_s, label="output tok/s")
+        for suffix, y in tokens_per_bin.items():
+            ax.plot(mids, y / bin_s, label=f"output tok/s{suffix}")
         ax.set_ylabel("tok/s")
+        if len(tokens_per_bin) > 1:
+            _legend(ax)
 
     panels.append(("Output tokens/s", throughput))
     gpu = run.gpu
@@ -126,18 +134,25 @@ def timeseries_png(run: RunData, t0: float, mask: np.ndarray) -> tuple[str, list
             panels.append((title, draw))
     server = run.server
     if not server.empty:
+        per_target = [(f" {t}", g) for t, g in server.groupby("target") if t] if "target" in server.columns else []
+        parts = per_target or [("", server)]  # A/B: each target's server apart
 
         def sched(ax: Axes) -> None:
-            for col in ("running", "waiting"):
-                if col in server.columns:
-                    ax.plot(server["epoch_s"] - t0, server[col], label=f"vLLM {col}")
+            for suffix, part in parts:
+                for col in ("running", "waiting"):
+                    if col in part.columns:
+                        ax.plot(part["epoch_s"] - t0, part[col], label=f"vLLM {col}{suffix}")
             _legend(ax)
+
+        def kv(ax: Axes) -> None:
+            for suffix, part in parts:
+                ax.plot(part["epoch_s"] - t0, part["kv_cache_usage"] * 100, label=f"KV cache{suffix}")
+            if len(parts) > 1:
+                _legend(ax)
 
         panels.append(("vLLM requests running / waiting", sched))
         if "kv_cache_usage" in server.columns:
-            panels.append(
-                ("vLLM KV-cache usage %", lambda ax: ax.plot(server["epoch_s"] - t0, server["kv_cache_usage"] * 100))
-            )
+            panels.append(("vLLM KV-cache usage %", kv))
     fig, axes = plt.subplots(len(panels), 1, figsize=(11, 1.9 * len(panels)), sharex=True, squeeze=False)
     gaps = pd.concat([run.gpu_gaps, run.server_gaps]) if not (run.gpu_gaps.empty and run.server_gaps.empty) else None
     for ax, (title, draw) in zip(axes[:, 0], panels, strict=True):

@@ -99,6 +99,7 @@ class SloResult:
     passed: bool
     note: str = ""
     margin_pct: float | None = field(default=None)
+    target: str = ""  # the A/B target judged (--targets); empty in a one-target run
 
     def as_dict(self) -> dict[str, Any]:
         """For JSON."""
@@ -316,10 +317,10 @@ def gpu_count(run: RunData, spec: SloSpec) -> int:
     return spec.gpus or int(run.meta.option("gpus", 0) or 0) or 1
 
 
-def evaluate(run: RunData, spec: SloSpec) -> list[SloResult]:
-    """Judge every target of ``spec`` on ``run``'s raw records."""
+def evaluate(run: RunData, spec: SloSpec, within: np.ndarray | None = None, target: str = "") -> list[SloResult]:
+    """Judge every target of ``spec`` on ``run``'s raw records (``within``: only those; an A/B ``target``'s)."""
     df = run.requests
-    judged = judged_mask(run, spec)
+    judged = judged_mask(run, spec) if within is None else judged_mask(run, spec) & within
     workloads = workloads_in(df, judged)
     results = []
     expanded: list[SloTarget] = []
@@ -368,7 +369,7 @@ def evaluate(run: RunData, spec: SloSpec) -> list[SloResult]:
         margin = None
         if measured is not None and t.threshold:
             margin = (measured - t.threshold) / t.threshold * 100
-        results.append(SloResult(t.scope, t.metric, t.stat, t.op, t.threshold, measured, passed, note, margin))
+        results.append(SloResult(t.scope, t.metric, t.stat, t.op, t.threshold, measured, passed, note, margin, target))
     return results
 
 

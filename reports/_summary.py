@@ -30,6 +30,7 @@ from ._slo import (
     workloads_in,
 )
 from ._slo import gpu_cost_per_hour as run_gpu_cost
+from ._targets import compare_targets, target_labels, target_mask
 
 __all__ = ["PERCENTILES", "RunSummary", "summarize"]
 
@@ -51,6 +52,10 @@ class RunSummary:
     gpus: int = 1
     #: why the run's figures are partial (workers lost, never finished); empty when complete
     incomplete: list[str] = field(default_factory=list)
+    #: A/B runs (--targets): per target its verdict, figures and deltas; the slower one named
+    targets: dict[str, Any] | None = None
+    #: sweep runs (sweep.json): the goodput knee and each level's achieved load and verdict
+    sweep: dict[str, Any] | None = None
 
     def to_json(self, run: RunData) -> dict[str, Any]:
         """summary.json (vLLM benchmark field names where they match)."""
@@ -76,6 +81,10 @@ class RunSummary:
             "workers_seen": meta.workers_seen,
             "timing_violations": timing_violations(run),
         }
+        if self.targets is not None:
+            out["targets"] = self.targets
+        if self.sweep is not None:
+            out["sweep"] = self.sweep
         return out
 
 
@@ -203,7 +212,17 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
         .head(20)
         .to_dict("records")
     )
-    results = evaluate(run, spec)
+    labels = target_labels(run)
+    ab: dict[str, Any] | None = None
+    if labels:  # A/B: each target judged on its own records; the run fails if any breaks an SLO
+        results, blocks = [], {}
+        for label in labels:
+            within = target_mask(run, label)
+            results += evaluate(run, spec, within=within, target=label)
+            blocks[label] = _block(run, spec, mask & within, gpus, price)
+        ab = compare_targets(run, blocks, results)
+    else:
+        results = evaluate(run, spec)
     problem = run.meta.problem
     if problem:
         verdict, reason = "run_failed", str(problem)
@@ -224,13 +243,17 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
         broken = [r for r in results if not r.passed]
         verdict = "failed"
         reason = f"{len(broken)} of {len(results)} SLOs failed: " + "; ".join(
-            f"{r.scope} {r.metric} {r.stat} {_fmt(r.measured)} vs {r.op} {r.threshold:g}" for r in broken[:5]
+            f"{r.target + ' ' if r.target else ''}{r.scope} {r.metric} {r.stat} {_fmt(r.measured)} vs {r.op} "
+            f"{r.threshold:g}"
+            for r in broken[:5]
         )
     incomplete = incompleteness(run, live)
     if incomplete and verdict != "run_failed":
         slos = "SLOs held" if verdict == "passed" else "SLOs failed"
         verdict, reason = "incomplete", f"run incomplete — {incomplete[0]} ({slos} on what was recorded: {reason})"
-    return RunSummary(verdict, reason, results, overall, per_workload, errors, samples, gpus, incomplete)
+    if ab is not None and ab.get("sentence") and verdict in ("passed", "failed"):
+        reason += f" — {ab['sentence']}"
+    return RunSummary(verdict, reason, results, overall, per_workload, errors, samples, gpus, incomplete, ab)
 
 
 def _fmt(x: float | None) -> str:

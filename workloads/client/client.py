@@ -53,6 +53,8 @@ class CompletionRequest:
     headers: dict[str, str] = field(default_factory=dict)
     #: keep the answer text (``LlmClient.last_text``), e.g. to grow a chat history; never recorded
     collect_text: bool = False
+    #: the record's id (A/B twins share one); empty: a fresh random one
+    request_id: str = ""
 
     @property
     def path(self) -> str:
@@ -82,11 +84,14 @@ class LlmClient:
         worker_id: str = "local",
         kernel_timestamps: bool = True,
         think_tags: tuple[str, str] | None = THINK_TAGS,
+        target: str = "",
     ) -> None:
         parts = urlsplit(base_url if "://" in base_url else f"http://{base_url}")
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise TargetError(f"host {base_url!r} is not an http(s) URL like http://gpu-host:8000")
         self._host = parts.hostname
+        #: the target as given (no trailing '/'): the key of per-target state (its model)
+        self.base_url = base_url.rstrip("/")
         self._port = parts.port or (443 if parts.scheme == "https" else 80)
         self._ssl = parts.scheme == "https"
         prefix = parts.path.rstrip("/")
@@ -105,6 +110,8 @@ class LlmClient:
         self._kernel_stamps = kernel_timestamps
         #: markers of reasoning inside ``content`` (servers without a reasoning parser); None: off
         self._think_tags = think_tags
+        #: the A/B target's label its records carry (``--targets``)
+        self._target = target
         self._conn: HttpConnection | None = None
         #: the answer of the last request that asked for ``collect_text`` (chat history)
         self.last_text = ""
@@ -125,6 +132,11 @@ class LlmClient:
                 kernel_timestamps=self._kernel_stamps,
             )
         return self._conn
+
+    def _wire_id(self, request_id: str) -> str:
+        """The X-Request-Id sent: A/B twins share the record's id, and each server gets it with
+        the target's label, so two labels on one server never reuse an id in flight."""
+        return f"{request_id}.{self._target}" if self._target else request_id
 
     @property
     def worker_id(self) -> str:
@@ -202,14 +214,15 @@ class LlmClient:
             model=model,
             stream=req.stream,
             start_epoch_s=time.time(),
-            request_id=uuid.uuid4().hex,
+            request_id=req.request_id or uuid.uuid4().hex,
             user_id=self._user_id,
+            target=self._target,
             worker_id=self._worker_id,
             requested_max_tokens=req.max_tokens,
             requested_prompt_tokens=req.requested_prompt_tokens,
         )
         payload = orjson.dumps(self.build_body(req, model))
-        headers = {**self._headers, **req.headers, "X-Request-Id": record.request_id}
+        headers = {**self._headers, **req.headers, "X-Request-Id": self._wire_id(record.request_id)}
         timer = StreamTimer(collect_text=req.collect_text, think_tags=self._think_tags if may_think(req) else None)
         self.last_text = ""
         conn = self._connection()

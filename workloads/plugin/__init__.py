@@ -6,7 +6,7 @@
 * :mod:`.context` — per-process run state (``RunContext``): records, live rates, ``run.json``.
 * :mod:`.shipping` — workers' records and CPU to the master; liveness.
 * :mod:`.monitoring` — the monitor process, ``load.jsonl``, lost workers, client-bound generators.
-* :mod:`.shapes`, :mod:`.capacity` — step shape, open-loop arrivals, SLO capacity search.
+* :mod:`.shapes`, :mod:`.capacity`, :mod:`.sweep` — step shape, open-loop arrivals, SLO capacity search, load sweep.
 * :mod:`.webui` — the web UI's tokenstorm tabs and live report.
 * :mod:`.locust_compat` — the one place that touches Locust's internals.
 """
@@ -31,6 +31,7 @@ _HOMES = {
     "parse_steps": ".options",
     "OpenLoopUser": ".shapes",
     "StepShape": ".shapes",
+    "SweepShape": ".sweep",
     **dict.fromkeys(_USERS, ".users"),
 }
 
@@ -55,6 +56,7 @@ __all__ = [
     "RunContext",
     "RunOptions",
     "StepShape",
+    "SweepShape",
     "WorkloadUser",
     "context",
     "install",

@@ -30,6 +30,7 @@ from ..rundir import REQUESTS_FILE, SEGMENTS_DIR, RecordWriter, RequestRecord, R
 from ..traffic import MODELS, TrafficModel
 from . import exporter, locust_compat
 from .gc import GcWatch
+from .live import LiveWindow
 from .options import OptionError, RunOptions
 from .rates import TokenRate
 
@@ -81,6 +82,8 @@ class RunContext:
     simulated: bool = False
     emulator_url: str | None = None
     model: str | None = None
+    #: the model each target (base URL) serves, when --model is not given
+    models: dict[str, str] = field(default_factory=dict)
     started_epoch_s: float | None = None
     warmup_s: float = 0.0
     problem: str | None = None
@@ -106,6 +109,7 @@ class RunContext:
     options: RunOptions = field(default_factory=RunOptions)
     #: the host the API key was given for, and the key (never written anywhere)
     key_host: str | None = None
+    key_targets: frozenset[str] = frozenset()
     api_key: str = field(default="", repr=False)
     _options_source: dict[str, Any] = field(default_factory=dict)
     #: live Prometheus export (--metrics-port), on the master / a local runner
@@ -129,19 +133,32 @@ class RunContext:
         host carries no key in its options — nor, therefore, in the master's spawn messages to workers."""
         if self.is_worker or namespace is None or not self.api_key:
             return
-        if self.key_host is None or host == self.key_host:  # None: the user classes name their hosts
-            namespace.api_key = self.api_key
+        if (self.key_host is None or host == self.key_host) and self._key_targets_ok(namespace):
+            namespace.api_key = self.api_key  # key_host None: the user classes name their hosts
         elif getattr(namespace, "api_key", ""):
             namespace.api_key = ""
             log.warning("tokenstorm: the API key given for %s is not sent to %s; start tokenstorm with --host %s "
                         "and that host's key to use one there", self.key_host, host, host)  # fmt: skip
 
+    def _key_targets_ok(self, namespace: Any) -> bool:
+        """Every --targets endpoint of ``namespace`` was given with the key (the command line)."""
+        raw = str(getattr(namespace, "targets", "") or "")
+        if not raw.strip():
+            return True
+        from .targets import parse_targets
+
+        try:
+            return {url for _, url in parse_targets(raw.split(","))} <= self.key_targets
+        except ValueError:
+            return False
+
     def key_for(self, host: str) -> str | None:
-        """The API key to send to ``host`` (none to a host it was not given for)."""
+        """The API key to send to ``host`` (none to a host it was not given for: the --host, or
+        the --targets given with it on the command line)."""
         key = self.options.api_key
         if not key or self.is_worker or self.key_host is None or host.rstrip("/") == self.key_host.rstrip("/"):
             return key or None
-        return None
+        return key if host.rstrip("/") in self.key_targets else None
 
     def reset_builders(self) -> None:
         """Forget the traffic model instances (the settings changed)."""
@@ -158,6 +175,8 @@ class RunContext:
     token_rate_by_workload: dict[str, TokenRate] = field(default_factory=dict)
     workers_seen: set[str] = field(default_factory=set)
     requests_by_workload: dict[str, int] = field(default_factory=dict)
+    #: the newest records, for the web UI's live charts and SLO status (master / local runner)
+    live: LiveWindow = field(default_factory=LiveWindow)
     _outbox: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -178,6 +197,7 @@ class RunContext:
         self.client_bound.clear()
         self.token_rate_by_workload.clear()
         self.requests_by_workload.clear()
+        self.live.start(self.started_epoch_s)
         return self.run_dir
 
     def emit(self, record: RequestRecord) -> None:
@@ -198,6 +218,7 @@ class RunContext:
         row = record.as_row()
         if self.metrics is not None:
             self.metrics.observe(row)
+        self.live.observe(row)
         if self.writer is not None:
             self.writer.write_rows([row])
 
@@ -219,6 +240,7 @@ class RunContext:
             self._account(str(data.get("workload")), int(data.get("output_tokens") or 0), str(data.get("worker_id")))
             if self.metrics is not None:
                 self.metrics.observe(data)
+            self.live.observe(data)
         if self.writer is not None:
             self.writer.write_rows(rows)
 
@@ -262,6 +284,7 @@ class RunContext:
             workers_lost=dict(self.workers_lost),
             client_bound=sorted(self.client_bound),
             gc=self.gc_watch.as_dict(),
+            targets=[{"label": label, "url": url} for label, url in self.options.targets],
             **more,
         )
         write_run_meta(self.run_dir, meta)

@@ -26,7 +26,7 @@ from . import exporter, locust_compat, shipping, soak
 from .context import RunContext, context
 from .monitoring import start_monitor, stop_monitor
 from .options import OptionError, add_options
-from .users import resolve_model
+from .users import resolve_model, run_targets
 from .webui import extend_web_ui
 
 __all__ = ["install"]
@@ -50,6 +50,15 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
     if ctx.is_worker:
         return
     _load_slo_spec_or_exit(environment, ctx)
+    targets = ctx.options.targets
+    if targets:
+        urls = [url for _, url in targets]
+        if environment.host and environment.host.rstrip("/") not in urls:
+            sys.stderr.write(f"tokenstorm: --host {environment.host} is not one of --targets ({', '.join(urls)}); "
+                             "give every endpoint in --targets\n")  # fmt: skip
+            raise SystemExit(EXIT_RUN_FAILED)
+        environment.host = urls[0]  # what Locust shows; the users drive every target
+        ctx.key_targets = frozenset(urls)  # the key was given with these endpoints
     if not environment.host and not any(getattr(u, "host", None) for u in environment.user_classes):
         emu = EmulatorProcess(*shlex.split(ctx.options.emulator_args))
         ctx.emulator_url = emu.url
@@ -150,6 +159,7 @@ def _on_test_start(environment: Environment, **_kw: Any) -> None:
         ctx.refresh_options(opts)  # options may have changed in the web UI form
         ctx.warmup_s = ctx.options.warmup_s
         ctx.model = ctx.options.model or None
+        ctx.models.clear()
         _load_workloads(environment, ctx)
         problem = _preflight(environment, ctx)
     except ValueError as exc:  # OptionError, WorkloadFileError, DatasetError...
@@ -180,6 +190,7 @@ def _start_worker(environment: Environment, ctx: RunContext) -> None:
         ctx.refresh_options(environment.parsed_options)
         ctx.warmup_s = ctx.options.warmup_s
         ctx.model = ctx.options.model or None
+        ctx.models.clear()
         _load_workloads(environment, ctx)
     except ValueError as exc:  # a file the master has and this worker's machine has not
         ctx.problem = f"worker cannot use the run's options: {exc}"
@@ -187,19 +198,21 @@ def _start_worker(environment: Environment, ctx: RunContext) -> None:
 
 
 def _preflight(environment: Environment, ctx: RunContext) -> str | None:
-    try:
-        client = LlmClient(environment.host or "", api_key=ctx.options.api_key or None)
+    """Every target answers /v1/models (and the model to ask for is known) before any traffic."""
+    for label, url in run_targets(environment, environment.host):
         try:
-            resolve_model(environment, client) if not ctx.model else None
-            if not ctx.simulated and not client.models_owned_by:
-                client.list_models()
-            if "tokenstorm" in client.models_owned_by.values() and not ctx.simulated:
-                ctx.simulated = True  # a standalone emulator (docker compose profile "emulator")
-                log.warning("tokenstorm: SIMULATED — %s is tokenstorm's emulator, not a real server", environment.host)
-        finally:
-            client.close()
-    except TargetError as exc:
-        return str(exc)
+            client = LlmClient(url, api_key=ctx.key_for(url))
+            try:
+                resolve_model(environment, client)
+                if not client.models_owned_by:
+                    client.list_models()
+                if "tokenstorm" in client.models_owned_by.values() and not ctx.simulated:
+                    ctx.simulated = True  # a standalone emulator (docker compose profile "emulator")
+                    log.warning("tokenstorm: SIMULATED — %s is tokenstorm's emulator, not a real server", url)
+            finally:
+                client.close()
+        except TargetError as exc:
+            return f"target {label}: {exc}" if label else str(exc)
     return None
 
 

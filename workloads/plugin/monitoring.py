@@ -46,13 +46,15 @@ def start_monitor(environment: Environment, ctx: RunContext, run_dir: Path) -> N
 
     opts = ctx.options
     interval = max(0.1, opts.monitor_interval_s)
-    scrape = environment.host if opts.server_metrics else None
+    scrape: list[tuple[str, str]] = []
+    if opts.server_metrics and environment.host:
+        scrape = list(opts.targets) or [("", environment.host)]  # A/B: each target's /metrics
     for name in (GPU_FILE, SERVER_FILE):  # every run directory has both, empty when off
         (run_dir / name).touch()
     if scrape or opts.gpu_monitor:
         # GPU sampling and /metrics parsing run in their own process: in this one they would
         # stall the event loop that reads the streams (measured in monitors/_process.py).
-        ctx.monitor = MonitorProcess(run_dir, target_url=scrape, gpu_monitor=opts.gpu_monitor or None,
+        ctx.monitor = MonitorProcess(run_dir, target_url=None, targets=scrape, gpu_monitor=opts.gpu_monitor or None,
                                      interval_s=interval, api_key=opts.api_key or None)  # fmt: skip
     writer = LoadWriter(run_dir)
     meter = CpuMeter()

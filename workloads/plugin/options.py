@@ -8,6 +8,7 @@ again when a run is started from the web UI form.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from dataclasses import dataclass, field
@@ -62,6 +63,13 @@ def add_options(parser: Any, **_kw: Any) -> None:
         action="store_true",
         default=False,
         help="Do not ask for stream_options.continuous_usage_stats (non-vLLM servers)",
+    )
+    p.add_argument(
+        "--targets",
+        default="",
+        help="A/B in one run: [LABEL=]URL,... e.g. fp8=http://a:8000,awq=http://b:8000 — every user gets a twin "
+        "per target with the same seed (same requests, same offered load); each target judged on its own "
+        "(also a workload file's targets:)",
     )
     p.add_argument("--run-dir", default="runs", help="Folder under which each run's directory is made")
     p.add_argument("--warmup", type=float, default=0.0, help="Seconds at the start marked as warm-up")
@@ -166,6 +174,11 @@ def add_options(parser: Any, **_kw: Any) -> None:
     p.add_argument("--capacity-step", type=int, default=4, help="Capacity search: users added per step")
     p.add_argument("--capacity-step-time", type=float, default=30.0, help="Capacity search: seconds per step")
     p.add_argument("--capacity-max", type=int, default=1024, help="Capacity search: stop at this many users")
+    p.add_argument("--sweep-levels", default="", help="Sweep (shape_sweep.py): users per level, increasing, e.g. "
+                   "1,2,4,8,16; empty: found by a 1-user and a --sweep-max-users probe")  # fmt: skip
+    p.add_argument("--sweep-level-time", type=float, default=30.0, help="Sweep: seconds per level (second half judged)")
+    p.add_argument("--sweep-count", type=int, default=8, help="Sweep: levels of an automatic sweep, probes included")
+    p.add_argument("--sweep-max-users", type=int, default=256, help="Sweep: users of the saturating probe")
     p.add_argument(
         "--emulator-args",
         default="",
@@ -196,6 +209,26 @@ def _think_tags(raw: str) -> tuple[str, str] | None:
     if len(parts) != 2 or not all(p.strip() for p in parts):
         raise OptionError(f"--think-tags {raw}: expected OPEN,CLOSE like <think>,</think> (or off)")
     return parts[0].strip(), parts[1].strip()
+
+
+def _targets(raw: str, workload_file: str) -> tuple[tuple[str, str], ...]:
+    from .targets import parse_targets, targets_from_workload_file
+
+    try:
+        return parse_targets(raw.split(",")) if raw.strip() else targets_from_workload_file(workload_file)
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
+
+
+def parse_sweep_levels(text: str) -> tuple[int, ...]:
+    """``1,2,4`` -> (1, 2, 4); raise :class:`OptionError` unless whole numbers >= 1, increasing."""
+    try:
+        levels = tuple(int(u) for u in text.split(",")) if text.strip() else ()
+    except ValueError:
+        levels = (0,)
+    if any(u < 1 for u in levels) or any(b <= a for a, b in itertools.pairwise(levels)):
+        raise OptionError(f"--sweep-levels {text!r}: expected users >= 1, increasing, e.g. 1,2,4,8,16")
+    return levels
 
 
 def _choice(flag: str, value: str, allowed: tuple[str, ...]) -> str:
@@ -262,7 +295,13 @@ class RunOptions:
     capacity_step: int = 4
     capacity_step_time_s: float = 30.0
     capacity_max: int = 1024
+    sweep_levels: tuple[int, ...] = ()
+    sweep_level_time_s: float = 30.0
+    sweep_count: int = 8
+    sweep_max_users: int = 256
     emulator_args: str = ""
+    #: A/B targets as (label, url); empty: the one --host
+    targets: tuple[tuple[str, str], ...] = ()
     headless: bool = False
     locustfile: str = "run"
     spawn_rate: float = 1.0
@@ -326,7 +365,12 @@ class RunOptions:
                 "--capacity-step-time", get("capacity_step_time", 30.0), minimum=0, strict=True
             ),
             capacity_max=_number("--capacity-max", get("capacity_max", 1024), minimum=1, cast=int),
+            sweep_levels=parse_sweep_levels(str(get("sweep_levels", "") or "")),
+            sweep_level_time_s=_number("--sweep-level-time", get("sweep_level_time", 30.0), minimum=0, strict=True),
+            sweep_count=_number("--sweep-count", get("sweep_count", 8), minimum=2, cast=int),
+            sweep_max_users=_number("--sweep-max-users", get("sweep_max_users", 256), minimum=2, cast=int),
             emulator_args=str(get("emulator_args", "") or ""),
+            targets=_targets(str(get("targets", "") or ""), str(get("workload_file", "") or "")),
             headless=bool(get("headless", False)),
             locustfile=str(get("locustfile", "run") or "run"),
             spawn_rate=float(get("spawn_rate", 1.0) or 1.0),

@@ -11,8 +11,11 @@
 
 from __future__ import annotations
 
+import copy
+import itertools
 import random
 import time
+import uuid
 from typing import ClassVar
 
 import gevent
@@ -24,7 +27,7 @@ from ..rundir import ErrorCategory
 from . import locust_compat
 from .context import context, current_options
 from .options import parse_steps
-from .users import resolve_model, run_client, send
+from .users import resolve_model, run_client, run_targets, send
 
 __all__ = ["OpenLoopUser", "StepShape", "parse_steps"]
 
@@ -56,14 +59,17 @@ class OpenLoopUser(User):
         self.ctx = context(env)
         worker = locust_compat.worker_index(env.runner)
         self.rng = random.Random(f"{self.ctx.options.seed}/open-loop/{worker}")
-        self.idle: list[LlmClient] = []
         self.pool = Pool(self._max_in_flight)
-        probe = self._client()
-        self.model = resolve_model(env, probe)
-        self.idle.append(probe)
-
-    def _client(self) -> LlmClient:
-        return run_client(self.environment, self.host or "")
+        # A/B: every arrival goes to each target at the same instant (one pool of idle clients each).
+        self.targets = run_targets(env, self.host)
+        self.idle: dict[str, list[LlmClient]] = {label: [] for label, _ in self.targets}
+        self.models: dict[str, str] = {}
+        for label, url in self.targets:
+            probe = run_client(env, url, target=label)
+            self.models[label] = resolve_model(env, probe)
+            self.idle[label].append(probe)
+        self._nonce = uuid.uuid4().hex[:12]
+        self._ids = itertools.count()
 
     @task
     def dispatch(self) -> None:
@@ -82,17 +88,23 @@ class OpenLoopUser(User):
                 gevent.sleep(delay)
             workload = self.rng.choices(names, weights)[0]
             req = self.ctx.builder(workload).next(self.rng)  # the first request of a new session
-            self.pool.spawn(self._send, req, t0 + next_t)
+            if len(self.targets) > 1:
+                req.request_id = f"{self._nonce}-{next(self._ids):x}"  # the twins' shared id
+            for label, url in self.targets:
+                self.pool.spawn(self._send, copy.deepcopy(req) if label != self.targets[-1][0] else req,
+                                t0 + next_t, label, url)  # fmt: skip
 
-    def _send(self, req: CompletionRequest, scheduled: float) -> None:
-        client = self.idle.pop() if self.idle else self._client()
-        record = send(self.environment, client, req, self.model, send_lag_s=time.perf_counter() - scheduled)
+    def _send(self, req: CompletionRequest, scheduled: float, label: str = "", url: str = "") -> None:
+        idle = self.idle[label]
+        client = idle.pop() if idle else run_client(self.environment, url, target=label)
+        record = send(self.environment, client, req, self.models[label], send_lag_s=time.perf_counter() - scheduled)
         if record.error_category != ErrorCategory.CANCELLED:
-            self.idle.append(client)
+            idle.append(client)
         else:
             client.close()
 
     def on_stop(self) -> None:
         self.pool.kill(block=True, timeout=5)
-        for c in self.idle:
-            c.close()
+        for clients in self.idle.values():
+            for c in clients:
+                c.close()

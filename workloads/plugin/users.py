@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import logging
 import random
+import uuid
 from typing import Any, ClassVar
 
 import gevent
@@ -29,8 +30,9 @@ from . import locust_compat
 from .context import context
 from .options import RunOptions
 
-__all__ = ["ChatUser", "CodeUser", "ContractUser", "LlmRequestFailed", "LlmUser", "WorkloadUser", "apply_run_options",
-           "resolve_model", "run_client", "send", "user_class", "user_classes"]  # fmt: skip
+__all__ = ["ChatUser", "CodeUser", "ContractUser", "Lane", "LlmRequestFailed", "LlmUser", "WorkloadUser",
+           "apply_run_options", "resolve_model", "run_client", "run_targets", "send", "user_class",
+           "user_classes"]  # fmt: skip
 
 log = logging.getLogger("tokenstorm")
 
@@ -39,8 +41,9 @@ class LlmRequestFailed(Exception):
     """What Locust shows in its failures table for a failed LLM request."""
 
 
-def run_client(environment: Environment, host: str, user_id: int = 0) -> LlmClient:
-    """An :class:`LlmClient` set up from the run's options — the one way every kind of user gets one."""
+def run_client(environment: Environment, host: str, user_id: int = 0, target: str = "") -> LlmClient:
+    """An :class:`LlmClient` set up from the run's options — the one way every kind of user gets one
+    (``target``: the A/B target's label its records carry)."""
     ctx = context(environment)
     opts = ctx.options
     return LlmClient(
@@ -51,7 +54,13 @@ def run_client(environment: Environment, host: str, user_id: int = 0) -> LlmClie
         think_tags=opts.think_tags,
         user_id=user_id,
         worker_id=locust_compat.worker_client_id(environment.runner),
+        target=target,
     )
+
+
+def run_targets(environment: Environment, host: str | None) -> tuple[tuple[str, str], ...]:
+    """The endpoints every user drives, as (label, url): ``--targets``, else the one host (no label)."""
+    return context(environment).options.targets or (("", host or ""),)
 
 
 def apply_run_options(opts: RunOptions, req: CompletionRequest, default_max_tokens: int = 128) -> CompletionRequest:
@@ -103,20 +112,23 @@ _MODEL_LOCK = gevent.lock.Semaphore()
 
 
 def resolve_model(environment: Environment, client: LlmClient) -> str:
-    """The model to ask for: ``--model``, else the first one the target lists (asked once per process)."""
+    """The model to ask for: ``--model``, else the first one the client's target lists (asked once
+    per process and target: A/B targets may serve different models)."""
     ctx = context(environment)
-    if ctx.model:
-        return ctx.model
+    if ctx.options.model:
+        ctx.model = ctx.model or ctx.options.model
+        return ctx.options.model
+    key = client.base_url
+    if key in ctx.models:
+        return ctx.models[key]
     with _MODEL_LOCK:
-        if not ctx.model:
-            if ctx.options.model:
-                ctx.model = ctx.options.model
-            else:
-                models = client.list_models()
-                if not models:
-                    raise TargetError("the target serves no models (GET /v1/models is empty)")
-                ctx.model = models[0]
-        return ctx.model
+        if key not in ctx.models:
+            models = client.list_models()
+            if not models:
+                raise TargetError(f"{key} serves no models (GET /v1/models is empty)")
+            ctx.models[key] = models[0]
+            ctx.model = ctx.model or models[0]
+        return ctx.models[key]
 
 
 class LlmUser(User):
@@ -133,18 +145,24 @@ class LlmUser(User):
 
     def on_start(self) -> None:
         """Open this user's connection and make sure the model is known."""
+        self.llm, self.model = self.connect(self.host or "")
+
+    def connect(self, url: str, target: str = "") -> tuple[LlmClient | None, str | None]:
+        """A client for ``url`` and the model to ask it for (``None``: the target is unusable,
+        said once in the log)."""
         ctx = context(self.environment)
-        self.model: str | None = None
+        llm: LlmClient | None = None
         if ctx.problem:
-            return  # already reported once; send() stops this user quietly
+            return llm, None  # already reported once; send() stops this user quietly
         try:
-            self.llm = run_client(self.environment, self.host or "", user_id=id(self) & 0xFFFFFFFF)
-            ctx.worker_id = self.llm.worker_id
-            self.model = resolve_model(self.environment, self.llm)
+            llm = run_client(self.environment, url, user_id=id(self) & 0xFFFFFFFF, target=target)
+            ctx.worker_id = llm.worker_id
+            return llm, resolve_model(self.environment, llm)
         except TargetError as exc:
             if not ctx.problem:
                 ctx.problem = str(exc)
                 log.error("tokenstorm: %s", exc)
+            return llm, None
 
     def on_stop(self) -> None:
         """Close the connection."""
@@ -154,7 +172,7 @@ class LlmUser(User):
 
     def send(self, req: CompletionRequest) -> RequestRecord:
         """Send one request, record it, and report it to Locust's live stats."""
-        if self.model is None:
+        if self.model is None or self.llm is None:
             raise StopUser()  # the target is unusable (reported once in the log)
         record = send(self.environment, self.llm, req, self.model, self.default_max_tokens)
         if record.error_category == ErrorCategory.CANCELLED:
@@ -162,8 +180,24 @@ class LlmUser(User):
         return record
 
 
+class Lane:
+    """One target's side of a user: its connection, model and generators. A/B twins are lanes of
+    one user seeded alike, so every target gets the same sessions, waits and request ids."""
+
+    def __init__(self, target: str, llm: LlmClient | None, model: str | None, seed: str) -> None:
+        self.target, self.llm, self.model = target, llm, model
+        self.rng = random.Random(seed)
+        self.wait_rng = random.Random(f"{seed}/wait")  # apart: a session's draws do not shift the waits
+        self._ids = itertools.count()
+
+    def next_id(self, nonce: str) -> str:
+        """The next request's id: equal on every twin (``nonce`` is the user's), unique in the run."""
+        return f"{nonce}-{next(self._ids):x}"
+
+
 class WorkloadUser(LlmUser):
-    """A user of one of tokenstorm's traffic models: runs its sessions one after another."""
+    """A user of one of tokenstorm's traffic models: runs its sessions one after another — on every
+    ``--targets`` endpoint at once, one twin lane each (the first in this greenlet)."""
 
     abstract = True
     traffic: ClassVar[type[TrafficModel]]
@@ -176,31 +210,70 @@ class WorkloadUser(LlmUser):
 
     def wait_time(self) -> float:
         """Seconds between sessions: ``--wait-time`` (N or LO-HI) if given, else the workload's own."""
+        return self._wait(self.lanes[0])
+
+    def _wait(self, lane: Lane) -> float:
         lo, hi = context(self.environment).options.wait_time_s or self.settings.wait_s
-        return random.uniform(lo, hi)
+        return lane.wait_rng.uniform(lo, hi)
 
     def on_start(self) -> None:
-        """Seed this user's generator and pick up the run's workload settings."""
-        super().on_start()
+        """Seed this user's lanes (one per target) and pick up the run's workload settings."""
         ctx = context(self.environment)
         worker = locust_compat.worker_index(self.environment.runner)
         number = next(type(self).user_numbers)
-        self.rng = random.Random(f"{ctx.options.seed}/{self.workload}/{worker}/{number}")
+        seed = f"{ctx.options.seed}/{self.workload}/{worker}/{number}"
         self.settings: WorkloadSettings = ctx.workload_settings[self.workload]
         self.builder = ctx.builder(self.workload)
+        targets = run_targets(self.environment, self.host)
+        self.lanes = [Lane(label, *self.connect(url, label), seed) for label, url in targets]
+        self.llm, self.model = self.lanes[0].llm, self.lanes[0].model
+        self.rng = self.lanes[0].rng
+        self._nonce = uuid.uuid4().hex[:12] if len(targets) > 1 else ""
+        self._twins = [gevent.spawn(self._run_twin, lane) for lane in self.lanes[1:]]
 
-    def run_session(self) -> None:
+    def on_stop(self) -> None:
+        """Stop the twins (their requests in flight are recorded as cancelled), close every connection."""
+        gevent.killall(getattr(self, "_twins", []), block=True, timeout=10)
+        for lane in getattr(self, "lanes", [])[1:]:
+            if lane.llm is not None:
+                lane.llm.close()
+        super().on_stop()
+
+    def _run_twin(self, lane: Lane) -> None:
+        """A twin lane's loop: what Locust runs for the first lane (sessions, waits between them)."""
+        while True:
+            try:
+                self.run_session(lane)
+            except StopUser:
+                return
+            except Exception as exc:  # as Locust does for a task: say it, go on
+                log.error("tokenstorm: %s twin of a %s user: %r", lane.target, self.workload, exc)
+                self.environment.events.user_error.fire(user_instance=self, exception=exc, tb=exc.__traceback__)
+            gevent.sleep(self._wait(lane))
+
+    def run_session(self, lane: Lane | None = None) -> None:
         """One session of the traffic model: each request sent, each answer handed back to it."""
+        lane = lane or self.lanes[0]
         lo, hi = self.settings.think_time_s
-        session = self.builder.session(self.rng)
+        session = self.builder.session(lane.rng)
         req = next(session, None)
         while req is not None:
-            record = self.send(req)
+            if self._nonce:
+                req.request_id = lane.next_id(self._nonce)
+            record = self._send_on(lane, req)
             try:
-                req = session.send(self.llm.last_text if record.ok else None)
+                req = session.send(lane.llm.last_text if record.ok and lane.llm is not None else None)
             except StopIteration:
                 return
-            gevent.sleep(self.rng.uniform(lo, hi))  # the user reads, then types the next turn
+            gevent.sleep(lane.rng.uniform(lo, hi))  # the user reads, then types the next turn
+
+    def _send_on(self, lane: Lane, req: CompletionRequest) -> RequestRecord:
+        if lane.model is None or lane.llm is None:
+            raise StopUser()  # the target is unusable (reported once in the log)
+        record = send(self.environment, lane.llm, req, lane.model, self.default_max_tokens)
+        if record.error_category == ErrorCategory.CANCELLED:
+            raise gevent.GreenletExit()  # finish stopping; Locust does not count it either
+        return record
 
 
 def user_class(name: str) -> type[WorkloadUser]:

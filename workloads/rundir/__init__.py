@@ -10,6 +10,7 @@ file                 type                         written by                    
 ``gpu.jsonl``        ``GpuSample``/``MonitorGap``  ``monitors`` (collector process)          ``read_samples``
 ``server.jsonl``     ``ServerSample``/gap         ``monitors`` (collector process)          ``read_samples``
 ``capacity.json``    ``CapacityResult``           plugin (``capacity``)                    ``read_capacity``
+``sweep.json``       ``SweepResult``              plugin (``sweep``)                       ``read_sweep``
 ``summary.json``     dict (vLLM bench names)      ``reports``                              ``read_summary``
 ===================  ===========================  =======================================  =========================
 
@@ -52,6 +53,17 @@ from .meta import (
 )
 from .records import RECORD_SCHEMA_VERSION, ErrorCategory, RecordTail, RecordWriter, RequestRecord
 from .samples import MONITOR_SCHEMA_VERSION, GpuSample, MonitorGap, ServerSample, read_samples, to_line
+from .sweep import (
+    SWEEP_FILE,
+    SWEEP_METRICS,
+    SWEEP_PERCENTILES,
+    SweepLevel,
+    SweepResult,
+    SweepVerdict,
+    read_sweep,
+    sweep_knee,
+    write_sweep,
+)
 
 if TYPE_CHECKING:
     from .frame import FRAME_COLUMNS, ItlHistogram, ItlSource, frame_from_rows, read_requests_frame
@@ -95,6 +107,9 @@ __all__ = [
     "SERVER_FILE",
     "SUMMARY_FILE",
     "SUMMARY_SCHEMA_VERSION",
+    "SWEEP_FILE",
+    "SWEEP_METRICS",
+    "SWEEP_PERCENTILES",
     "CapacityResult",
     "CapacityStep",
     "ErrorCategory",
@@ -110,6 +125,9 @@ __all__ = [
     "RunMeta",
     "SegmentWriter",
     "ServerSample",
+    "SweepLevel",
+    "SweepResult",
+    "SweepVerdict",
     "compact_segments",
     "export_jsonl",
     "frame_from_rows",
@@ -121,9 +139,12 @@ __all__ = [
     "read_run_meta",
     "read_samples",
     "read_summary",
+    "read_sweep",
+    "sweep_knee",
     "to_line",
     "write_capacity",
     "write_json_atomic",
     "write_run_meta",
     "write_summary",
+    "write_sweep",
 ]

@@ -36,7 +36,7 @@ __all__ = ["FRAME_COLUMNS", "ItlHistogram", "ItlSource", "frame_from_rows", "rea
 #: the scalar columns of a report's table (see RequestRecord for their meaning)
 FRAME_COLUMNS = ("workload", "model", "worker_id", "start_epoch_s", "ok", "status_code", "error_category",
                  "error_detail", "prompt_tokens", "output_tokens", "ttft_s", "e2e_s", "tpot_s", "warmup",
-                 "send_lag_s", "timing_violation")  # fmt: skip
+                 "send_lag_s", "timing_violation", "target")  # fmt: skip
 _EXACT_BELOW_US = 1 << 20
 _HIGH_RATIO = 1.0001
 _HIGH_BINS = int(np.ceil(np.log(2**31 / _EXACT_BELOW_US) / np.log(_HIGH_RATIO))) + 1
@@ -228,7 +228,8 @@ def _frame_and_source(batches: Callable[[list[str]], Iterator[pa.RecordBatch]]) 
     return frame, ItlSource(itl, len(frame), labels)
 
 
-_STRING_COLUMNS = frozenset({"workload", "model", "worker_id", "error_category", "error_detail", "timing_violation"})
+_STRING_COLUMNS = frozenset({"workload", "model", "worker_id", "error_category", "error_detail", "timing_violation",
+                             "target"})  # fmt: skip
 #: HTTP status: exact in float32, never summed; open-loop send lag: float32 (a µs in an hour);
 #: token counts and latencies stay float64, so that sums and percentiles are exact
 _DTYPES = {"ok": np.bool_, "warmup": np.bool_, "status_code": np.float32, "send_lag_s": np.float32}

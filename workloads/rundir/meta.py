@@ -119,6 +119,8 @@ class RunMeta:
     workers_lost: dict[str, dict[str, Any]] = field(default_factory=dict)
     client_bound: list[str] = field(default_factory=list)
     gc: dict[str, Any] = field(default_factory=dict)
+    #: A/B runs (--targets): [{"label": ..., "url": ...}] in the order given; empty: one target
+    targets: list[dict[str, str]] = field(default_factory=list)
     schema: int = RUN_SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)  # keys of a newer writer, kept as they were
 
@@ -131,6 +133,8 @@ class RunMeta:
         """The JSON object written to ``run.json``."""
         doc = asdict(self)
         extra = doc.pop("extra")
+        if not doc["targets"]:
+            del doc["targets"]  # a one-target run's run.json stays as 0.1 wrote it
         return {**extra, **doc}
 
 

@@ -97,6 +97,8 @@ class RequestRecord:
     reasoning_tokens: int | None = None
     finish_reason: str | None = None
     warmup: bool = False
+    #: the A/B target's label (``--targets``); empty in a one-target run
+    target: str = ""
     #: open-loop runs: how late the request was sent after its scheduled arrival time
     send_lag_s: float | None = None
     #: set only when the record breaks ``ttfc <= ttft <= e2e <= done`` or has a negative gap —

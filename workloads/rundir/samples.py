@@ -65,6 +65,8 @@ class ServerSample:
     ttft_hist: dict[str, float] = field(default_factory=dict)  # "le" -> cumulative count, plus sum/count
     itl_hist: dict[str, float] = field(default_factory=dict)
     e2e_hist: dict[str, float] = field(default_factory=dict)
+    #: the A/B target's label (``--targets``); empty in a one-target run
+    target: str = ""
     schema: int = MONITOR_SCHEMA_VERSION
 
 

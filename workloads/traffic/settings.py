@@ -125,10 +125,13 @@ def apply_workload_file(path: Path, settings: dict[str, WorkloadSettings]) -> di
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise WorkloadFileError(f"{path}:{mark.line + 1 if mark else 1}: not valid YAML") from None
-    if not isinstance(root, yaml.MappingNode) or [k.value for k, _ in root.value] != ["workloads"]:
-        raise WorkloadFileError(f"{path}:1: expected one top-level key 'workloads'")
+    keys = [k.value for k, _ in root.value] if isinstance(root, yaml.MappingNode) else []
+    if root is None or not keys or not set(keys) <= {"workloads", "targets"} or len(set(keys)) != len(keys):
+        raise WorkloadFileError(f"{path}:1: expected the top-level keys 'workloads' (and 'targets' for A/B runs)")
     out = dict(settings)
-    _, body = root.value[0]
+    if "workloads" not in keys:
+        return out  # only targets (read with the run's options)
+    body = next(v for k, v in root.value if k.value == "workloads")
     if not isinstance(body, yaml.MappingNode):
         raise WorkloadFileError(f"{path}:{body.start_mark.line + 1}: 'workloads' maps names to settings")
     for name_node, conf in body.value:

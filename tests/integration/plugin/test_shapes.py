@@ -112,3 +112,51 @@ def test_server_metrics_cli_reads_a_vllm_style_endpoint() -> None:
     gone = subprocess.run([sys.executable, "-m", "monitors", "server-metrics", "http://127.0.0.1:9"],
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert gone.returncode == 5 and gone.stderr.startswith("monitors: http://127.0.0.1:9/metrics unreachable")
+
+
+def test_sweep_finds_the_goodput_knee_at_the_emulators_saturation(locust_runner, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    slo = tmp_path / "slo.yaml"
+    slo.write_text("slos:\n  code:\n    ttft_ms: {p95: 250}\n    error_rate: {max: 0.01}\n")
+    # 4 sequences at once, ~0.3 s a request: one user sends ~3 req/s, four ~12, and a fifth waits a
+    # whole request for a slot, which takes TTFT past 250 ms. The levels are found by the two probes.
+    run = locust_runner(
+        "code_completion.py,locustfiles/shape_sweep.py", "--slo", str(slo), "--wait-time", "0", "--max-tokens", "20",
+        "--ignore-eos", "--sweep-level-time", "4", "--sweep-count", "6", "--sweep-max-users", "16",
+        "--emulator-args", "--max-num-seqs 4 --ttft-ms 100 --itl-ms 10 --prefill-us-per-token 0",
+    )  # fmt: skip
+    assert run.run_dir is not None, run.output[-2000:]
+    sweep = json.loads((run.run_dir / "sweep.json").read_text())
+    levels = {lv["users"]: lv for lv in sweep["levels"]}
+    assert sweep["complete"] and [lv["kind"] for lv in sweep["levels"][:2]] == ["synchronous", "throughput"]
+    assert len(levels) >= 5 and 16 in levels, sweep  # the probes and the levels between them all ran
+    assert abs(sweep["knee_users"] - 4) <= 1, sweep
+    assert all(lv["held"] == (users <= sweep["knee_users"]) for users, lv in levels.items()), sweep
+    sync, saturated = levels[1]["requests_per_s"], levels[16]["requests_per_s"]
+    assert 3.4 < saturated / sync < 4.4, sweep  # 4 sequences: four times one user's rate, no more
+    past = [lv for users, lv in levels.items() if users > 4]
+    assert all(lv["requests_per_s"] < saturated * 1.15 for lv in past), sweep  # beyond saturation: only queueing
+    for lv in levels.values():
+        ttft = lv["latency_ms"]["code"]["ttft"]
+        assert ttft["p50"] <= ttft["p95"] <= ttft["p99"] and {*lv["latency_ms"]["code"]} == {"ttft", "itl", "e2e"}
+        assert "code ttft_ms p95 <= 250" in {v["target"] for v in lv["slos"]}, lv
+    assert f"goodput knee: {sweep['knee_users']} users" in run.output
+    summary = json.loads((run.run_dir / "summary.json").read_text())
+    assert summary["sweep"]["knee_users"] == sweep["knee_users"]
+    html = (run.run_dir / "report.html").read_text()
+    assert 'id="sweep"' in html and f"Goodput knee: {sweep['knee_users']} users" in html
+
+
+def test_a_sweep_of_given_levels_stops_once_more_users_only_queue(locust_runner, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    slo = tmp_path / "slo.yaml"
+    slo.write_text("slos:\n  code:\n    ttft_ms: {p95: 250}\n")
+    run = locust_runner(
+        "code_completion.py,locustfiles/shape_sweep.py", "--slo", str(slo), "--wait-time", "0", "--max-tokens", "20",
+        "--ignore-eos", "--sweep-levels", "1,4,8,16,32", "--sweep-level-time", "3",
+        "--emulator-args", "--max-num-seqs 4 --ttft-ms 100 --itl-ms 10 --prefill-us-per-token 0",
+    )  # fmt: skip
+    assert run.run_dir is not None, run.output[-2000:]
+    sweep = json.loads((run.run_dir / "sweep.json").read_text())
+    # 8 and 16 users broke the TTFT target at 4 users' throughput: 32 would only queue longer.
+    assert [(lv["users"], lv["held"]) for lv in sweep["levels"]] == [(1, True), (4, True), (8, False), (16, False)]
+    assert sweep["knee_users"] == 4 and sweep["complete"]
+    assert "stopped after 16 users" in sweep["stopped_early"]

@@ -193,7 +193,7 @@ def test_workload_file_overrides_and_validation(tmp_path: Path) -> None:
         "workloads:\n  video: {weight: 1}\n": (2, "unknown workload 'video'"),
         "workloads:\n  code:\n    endpont: chat\n": (3, "unknown setting 'endpont'"),
         "workloads:\n  chat:\n    dataset: nope.json\n": (3, "no file 'nope.json'"),
-        "mix:\n  chat: {}\n": (1, "expected one top-level key 'workloads'"),
+        "mix:\n  chat: {}\n": (1, "expected the top-level keys 'workloads'"),
         "workloads:\n  code: {weight: -1}\n": (2, "weight must be"),
     }
     for text, (line, reason) in cases.items():

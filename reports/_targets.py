@@ -1,0 +1,86 @@
+"""A/B runs (``--targets``): each target judged on its own records, side by side, with deltas
+against the first target given (the baseline) and the slower one named.
+
+Twins send every target the same requests at the same offered load, so the targets' figures
+compare like with like: same prompts, same output caps, same arrival pattern, same minutes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._rundir import RunData
+from ._slo import SloResult
+
+__all__ = ["COMPARED", "compare_targets", "target_labels", "target_mask"]
+
+#: (summary key, label, lower is better) — the rows of the side-by-side table
+COMPARED = (
+    ("median_ttft_ms", "TTFT p50 ms", True),
+    ("p95_ttft_ms", "TTFT p95 ms", True),
+    ("median_itl_ms", "ITL p50 ms", True),
+    ("p99_itl_ms", "ITL p99 ms", True),
+    ("median_tpot_ms", "TPOT p50 ms", True),
+    ("median_e2el_ms", "E2E p50 ms", True),
+    ("p95_e2el_ms", "E2E p95 ms", True),
+    ("request_throughput", "Requests/s", False),
+    ("output_throughput", "Output tok/s", False),
+    ("request_goodput", "Goodput req/s", False),
+    ("error_rate", "Error rate", True),
+    ("cost_per_1m_output_tokens", "Cost per 1M output tokens", True),
+)
+
+
+def target_labels(run: RunData) -> list[str]:
+    """The run's A/B targets in the order given (``run.json``), else the labels its records
+    carry; empty for a one-target run."""
+    labels = [str(t.get("label")) for t in run.meta.targets if t.get("label")]
+    df = run.requests
+    if not labels and "target" in df.columns and len(df):
+        labels = sorted(str(v) for v in df["target"].dropna().unique() if str(v))
+    return labels
+
+
+def target_mask(run: RunData, label: str) -> np.ndarray:
+    """The requests sent to target ``label``."""
+    return np.asarray(run.requests["target"] == label, dtype=bool)
+
+
+def _delta_pct(value: Any, base: Any) -> float | None:
+    if value is None or base is None or not base:
+        return None
+    return (float(value) - float(base)) / float(base) * 100
+
+
+def compare_targets(run: RunData, blocks: dict[str, dict[str, Any]], results: list[SloResult]) -> dict[str, Any]:
+    """summary.json's ``targets`` block: per target its URL, verdict, figures and deltas against the
+    baseline (the first target); and which target is slower (higher E2E p50 on the same requests)."""
+    urls = {str(t.get("label")): str(t.get("url")) for t in run.meta.targets}
+    labels = list(blocks)
+    base = blocks[labels[0]]
+    per_target: dict[str, Any] = {}
+    for label, block in blocks.items():
+        broken = [r for r in results if r.target == label and not r.passed]
+        judged = [r for r in results if r.target == label]
+        per_target[label] = {
+            "url": urls.get(label),
+            "verdict": "failed" if broken else "passed",
+            "slos_failed": len(broken),
+            "slos": len(judged),
+            **block,
+            "delta_pct_vs_baseline": {key: _delta_pct(block.get(key), base.get(key)) for key, _, _ in COMPARED},
+        }
+    timed = {label: float(b["median_e2el_ms"]) for label, b in blocks.items() if b.get("median_e2el_ms") is not None}
+    slowest = max(timed, key=lambda k: timed[k]) if len(timed) > 1 else None
+    fastest = min(timed, key=lambda k: timed[k]) if len(timed) > 1 else None
+    out: dict[str, Any] = {"baseline": labels[0], "targets": per_target, "slowest": slowest, "fastest": fastest}
+    if slowest is not None and fastest is not None and slowest != fastest:
+        ratio = timed[slowest] / timed[fastest] if timed[fastest] else None
+        out["slower_by_pct"] = None if ratio is None else (ratio - 1) * 100
+        out["sentence"] = (f"{slowest} is slower: E2E p50 {timed[slowest]:.0f} ms vs {timed[fastest]:.0f} ms on "
+                           f"{fastest}" + ("" if ratio is None else f" (+{(ratio - 1) * 100:.0f}%)"))  # fmt: skip
+    elif slowest is not None:
+        out["sentence"] = "the targets' E2E p50 is the same"
+    return out

@@ -1,0 +1,88 @@
+"""A/B targets in one run (``--targets``): two emulators, one decoding 6x slower than the other."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from emulator import EmulatorProcess
+
+
+def _truth(path: Path) -> dict[str, str]:
+    """request id (without the target suffix the client adds on the wire) -> prompt hash."""
+    out = {}
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        out[row["request_id"].rsplit(".", 1)[0]] = row["prompt_sha"]
+    return out
+
+
+def test_two_targets_get_the_same_requests_and_are_judged_apart(locust_runner, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    slo = tmp_path / "slo.yaml"
+    slo.write_text("slos:\n  code:\n    itl_ms: {p50: 15}\n    error_rate: {max: 5%}\n")
+    fast_log, slow_log = tmp_path / "fast.jsonl", tmp_path / "slow.jsonl"
+    with (
+        EmulatorProcess("--ttft-ms", "20", "--itl-ms", "4", "--truth-log", str(fast_log)) as fast,
+        EmulatorProcess("--ttft-ms", "20", "--itl-ms", "25", "--truth-log", str(slow_log)) as slow,
+    ):
+        run = locust_runner(
+            "code_completion.py", "-u", "3", "-r", "3", "-t", "8s", "--slo", str(slo), "--max-tokens", "12",
+            "--targets", f"fast={fast.url},slow={slow.url}", "--monitor-interval", "0.5",
+        )  # fmt: skip
+    # Only the slow target breaks the ITL SLO: the run fails (exit code 1), naming it.
+    assert run.returncode == 1, run.output[-3000:]
+    assert run.run_dir is not None
+    summary = json.loads((run.run_dir / "summary.json").read_text())
+    ab = summary["targets"]
+    assert ab["slowest"] == "slow" and ab["fastest"] == "fast" and ab["baseline"] == "fast"
+    assert ab["targets"]["fast"]["verdict"] == "passed" and ab["targets"]["slow"]["verdict"] == "failed"
+    assert ab["targets"]["fast"]["url"] == fast.url and ab["targets"]["slow"]["url"] == slow.url
+    # The figures are each target's own: ITL p50 near each emulator's imposed gap.
+    assert 3 <= ab["targets"]["fast"]["median_itl_ms"] <= 10, ab["targets"]["fast"]["median_itl_ms"]
+    assert 22 <= ab["targets"]["slow"]["median_itl_ms"] <= 35, ab["targets"]["slow"]["median_itl_ms"]
+    assert ab["targets"]["slow"]["delta_pct_vs_baseline"]["median_itl_ms"] > 150
+    assert "slow is slower" in summary["verdict_reason"]
+    failed = [s for s in summary["slos"] if not s["passed"]]
+    assert {(s["target"], s["metric"]) for s in failed} == {("slow", "itl_ms")}
+    report = (run.run_dir / "report.html").read_text()
+    assert 'id="targets"' in report and "slow is slower" in report and fast.url in report
+    junit = ET.parse(run.run_dir / "junit.xml").getroot()
+    cases = {c.get("classname"): c.find("failure") is not None for c in junit.iter("testcase")
+             if "itl_ms" in (c.get("name") or "")}  # fmt: skip
+    assert cases == {"tokenstorm.slo.fast.code": False, "tokenstorm.slo.slow.code": True}
+
+    # The same request (same id) carried the same prompt to both endpoints.
+    seen_fast, seen_slow = _truth(fast_log), _truth(slow_log)
+    common = set(seen_fast) & set(seen_slow)
+    assert len(common) >= 0.8 * len(seen_slow) and len(common) > 10, (len(common), len(seen_slow))
+    assert all(seen_fast[i] == seen_slow[i] for i in common)
+    # Same offered load: the same users on each; the fast one simply got through more of the sequence.
+    records = run.records()
+    by_target = {t: [r for r in records if r["target"] == t] for t in ("fast", "slow")}
+    assert len(by_target["fast"]) + len(by_target["slow"]) == len(records)
+    assert {r["user_id"] for r in by_target["fast"]} == {r["user_id"] for r in by_target["slow"]}
+    assert len(by_target["fast"]) > len(by_target["slow"]) > 10
+    meta = run.run_json()
+    assert meta["targets"] == [{"label": "fast", "url": fast.url}, {"label": "slow", "url": slow.url}]
+    # Each target's own /metrics was scraped.
+    server = [json.loads(line) for line in (run.run_dir / "server.jsonl").read_text().splitlines()]
+    assert {s.get("target") for s in server if not s.get("gap")} == {"fast", "slow"}
+
+
+def test_open_loop_arrivals_reach_every_target_at_the_same_instant(locust_runner) -> None:  # type: ignore[no-untyped-def]
+    with (
+        EmulatorProcess("--ttft-ms", "10", "--itl-ms", "2") as a,
+        EmulatorProcess("--ttft-ms", "10", "--itl-ms", "8") as b,
+    ):
+        run = locust_runner("open_loop.py", "-t", "5s", "--arrival-rate", "8", "--max-tokens", "8",
+                            "--targets", f"a={a.url},b={b.url}", "--no-server-metrics")  # fmt: skip
+    assert run.returncode == 0, run.output[-3000:]
+    records = run.records()
+    by_target: dict[str, dict[str, float]] = {"a": {}, "b": {}}
+    for r in records:
+        by_target[r["target"]][r["request_id"]] = r["start_epoch_s"]
+    assert len(by_target["a"]) > 20
+    assert by_target["a"].keys() == by_target["b"].keys()  # every arrival went to both
+    skew = [abs(by_target["a"][i] - by_target["b"][i]) for i in by_target["a"]]
+    assert max(skew) < 0.05, max(skew)  # sent together, not one after the other's answer

@@ -1,0 +1,256 @@
+"""The web UI's live view, kept in memory: a rolling window of the newest records, the points
+of the LLM charts, and the GPU samples of the run, read as they are appended.
+
+The master (or a local runner) hands every record it stores to :class:`LiveWindow` — from
+``RunContext.emit`` and ``receive``, so workers' records count too — and nothing is read back
+from the run directory. Every ``POINT_EVERY_S`` seconds a point per workload sums up the
+``POINT_WINDOW_S`` seconds before it (the window of Locust's own "current" figures): TTFT
+p50/p95 and ITL p50/p99 of successful requests (numpy's linear percentiles, as the reports),
+output tokens/s, errors/s and requests/s. A point is made ``SETTLE_S`` after its time, so the
+records a worker ships every few seconds are in before it is drawn. Requests are placed by when
+they ended, as Locust counts them. Memory stays bounded: the records of the last
+``KEEP_S`` seconds, and at most ``MAX_POINTS`` points — past that every other point is dropped
+and the spacing doubles, so a day-long run still shows from its start.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from array import array
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..rundir import ErrorCategory, RunMeta
+
+__all__ = ["GPU_SERIES", "LLM_SERIES", "MAX_POINTS", "POINT_EVERY_S", "POINT_WINDOW_S", "SETTLE_S", "SLO_WINDOW_S",
+           "GpuHistory", "LiveWindow", "judge_recent", "percentile"]  # fmt: skip
+
+POINT_EVERY_S = 2.0
+POINT_WINDOW_S = 10.0
+SETTLE_S = 3.0
+#: the live SLO status judges the requests that ended in the last this many seconds
+SLO_WINDOW_S = 30.0
+KEEP_S = max(SLO_WINDOW_S, POINT_WINDOW_S + SETTLE_S) + 5.0
+MAX_POINTS = 600
+#: a safety cap on the window's records (at 3,000 requests/s the last 30 s still fit)
+MAX_RECORDS = 100_000
+LLM_SERIES = ("ttft_p50_ms", "ttft_p95_ms", "itl_p50_ms", "itl_p99_ms", "tokens_per_s", "errors_per_s",
+              "requests_per_s")  # fmt: skip
+GPU_SERIES = ("util_gpu_pct", "mem_used_mib", "power_w")
+#: the record fields the SLO evaluation reads (the rest of a record is not kept)
+_KEEP = ("workload", "ok", "error_category", "warmup", "start_epoch_s", "e2e_s", "done_s", "ttft_s", "tpot_s",
+         "output_tokens", "target")  # fmt: skip
+
+
+def percentile(values: Any, pct: float) -> float | None:
+    """``pct`` percentile of ``values`` (numpy's linear interpolation, as the reports); None when empty."""
+    arr = np.asarray(values, dtype=np.float64)
+    return float(np.percentile(arr, pct)) if arr.size else None
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 2)
+
+
+@dataclass(frozen=True, slots=True)
+class _Done:
+    end_epoch_s: float
+    row: dict[str, Any]  # the fields in _KEEP, and the ITL gaps as a compact array
+
+
+class LiveWindow:
+    """The newest records and the chart points made from them (thread-safe)."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._records: deque[_Done] = deque(maxlen=MAX_RECORDS)
+        self._times: list[float] = []
+        self._series: dict[str, dict[str, list[float | None]]] = {}
+        self._every_s = POINT_EVERY_S
+        self._next_t: float | None = None
+
+    def start(self, now: float | None = None) -> None:
+        """Forget everything and make points from ``now`` (a new run started)."""
+        now = self._clock() if now is None else now
+        with self._lock:
+            self._records.clear()
+            self._times, self._series, self._every_s = [], {}, POINT_EVERY_S
+            self._next_t = math.ceil(now / POINT_EVERY_S) * POINT_EVERY_S
+
+    def observe(self, row: dict[str, Any]) -> None:
+        """Keep one record (``RequestRecord`` fields, as written); cancelled ones are no result."""
+        if row.get("error_category") == ErrorCategory.CANCELLED:
+            return
+        start = float(row.get("start_epoch_s") or 0.0)
+        slim = {k: row.get(k) for k in _KEEP}
+        slim["itl_gaps_s"] = array("d", row.get("itl_gaps_s") or ())  # 8 bytes a gap, not a float object's 32
+        done = _Done(start + float(row.get("done_s") or row.get("e2e_s") or 0.0), slim)
+        with self._lock:
+            self._records.append(done)
+            self._series.setdefault(str(row.get("workload") or ""), {k: [None] * len(self._times) for k in LLM_SERIES})
+            self._advance(self._clock())
+
+    def advance(self, now: float | None = None) -> None:
+        """Make the points that are due (the web UI asks while the run goes on, records or none)."""
+        with self._lock:
+            self._advance(self._clock() if now is None else now)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The chart points: ``t`` (epoch s) and, per workload, one list per series (None: no data)."""
+        with self._lock:
+            return {
+                "every_s": self._every_s,
+                "window_s": POINT_WINDOW_S,
+                "t": list(self._times),
+                "workloads": {w: {k: list(v) for k, v in s.items()} for w, s in sorted(self._series.items())},
+            }
+
+    def recent_rows(self, window_s: float = SLO_WINDOW_S, now: float | None = None) -> list[dict[str, Any]]:
+        """The records that ended in the last ``window_s`` seconds (ITL gaps as arrays)."""
+        lo = (self._clock() if now is None else now) - window_s
+        with self._lock:
+            return [d.row for d in self._records if d.end_epoch_s > lo]
+
+    def _advance(self, now: float) -> None:
+        if self._next_t is None:
+            return  # no run yet
+        if now - self._next_t > MAX_POINTS * self._every_s:  # long asleep: skip to the last screenful
+            self._next_t += math.floor((now - self._next_t) / self._every_s - MAX_POINTS) * self._every_s
+        while self._next_t + SETTLE_S <= now:
+            self._add_point(self._next_t)
+            self._next_t += self._every_s
+        while self._records and self._records[0].end_epoch_s < now - KEEP_S:
+            self._records.popleft()
+
+    def _add_point(self, t: float) -> None:
+        lo = t - POINT_WINDOW_S
+        ttft: dict[str, list[float]] = {}
+        itl: dict[str, list[array[float]]] = {}
+        counts: dict[str, list[float]] = {}  # workload -> [requests, errors, output tokens]
+        for d in self._records:
+            if not lo < d.end_epoch_s <= t:
+                continue
+            row = d.row
+            w = str(row["workload"] or "")
+            c = counts.setdefault(w, [0.0, 0.0, 0.0])
+            c[0] += 1
+            c[2] += float(row["output_tokens"] or 0)  # as the table's tok/s: partial outputs of failures too
+            if not row["ok"]:
+                c[1] += 1
+                continue
+            if row["ttft_s"] is not None:
+                ttft.setdefault(w, []).append(float(row["ttft_s"]))
+            itl.setdefault(w, []).append(row["itl_gaps_s"])
+        self._times.append(t)
+        for w, series in self._series.items():
+            gaps = np.concatenate([np.frombuffer(a) for a in itl[w]]) if w in itl else np.zeros(0)
+            requests, errors, tokens = counts.get(w, (0.0, 0.0, 0.0))
+            point = {
+                "ttft_p50_ms": _ms(percentile(ttft.get(w, ()), 50)),
+                "ttft_p95_ms": _ms(percentile(ttft.get(w, ()), 95)),
+                "itl_p50_ms": _ms(percentile(gaps, 50)),
+                "itl_p99_ms": _ms(percentile(gaps, 99)),
+                "tokens_per_s": round(tokens / POINT_WINDOW_S, 2),
+                "errors_per_s": round(errors / POINT_WINDOW_S, 3),
+                "requests_per_s": round(requests / POINT_WINDOW_S, 3),
+            }
+            for k, v in point.items():
+                series[k].append(v)
+        if len(self._times) > MAX_POINTS:
+            self._times = self._times[::2]
+            for series in self._series.values():
+                for k in series:
+                    series[k] = series[k][::2]
+            self._every_s *= 2
+            self._next_t = self._times[-1] + self._every_s
+
+
+class GpuHistory:
+    """The GPU samples of the run (``gpu.jsonl``), read as the monitor process appends them:
+    each poll reads only the bytes added since the last one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._path: Path | None = None
+        self._offset = 0
+        self._partial = b""
+        self._gpus: dict[str, dict[str, list[float | None]]] = {}
+        self._min_gap_s: dict[str, float] = {}
+
+    def read(self, path: Path | None) -> dict[str, dict[str, list[float | None]]]:
+        """Per GPU (``"GPU 0"``, ``"host GPU 0"``): ``t`` and one list per series in ``GPU_SERIES``."""
+        with self._lock:
+            if path != self._path:
+                self._path, self._offset, self._partial, self._gpus, self._min_gap_s = path, 0, b"", {}, {}
+            if path is not None:
+                self._add(self._new_lines(path))
+            return {g: {k: list(v) for k, v in s.items()} for g, s in sorted(self._gpus.items())}
+
+    def _new_lines(self, path: Path) -> list[bytes]:
+        try:
+            with path.open("rb") as fh:
+                fh.seek(self._offset)
+                chunk = fh.read()
+        except OSError:
+            return []
+        self._offset += len(chunk)
+        lines = (self._partial + chunk).split(b"\n")
+        self._partial = lines.pop()  # a line being written right now (or b"")
+        return lines
+
+    def _add(self, lines: Iterable[bytes]) -> None:
+        for line in lines:
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(row, dict) or row.get("gap") or "gpu" not in row:
+                continue
+            name = f"{row.get('host')} GPU {row['gpu']}" if row.get("host") else f"GPU {row['gpu']}"
+            gpu = self._gpus.setdefault(name, {"t": [], **{k: [] for k in GPU_SERIES}})
+            t = float(row.get("epoch_s") or 0.0)
+            if gpu["t"] and t < (gpu["t"][-1] or 0.0) + self._min_gap_s.get(name, 0.0):
+                continue
+            gpu["t"].append(t)
+            for k in GPU_SERIES:
+                value = row.get(k)
+                gpu[k].append(round(float(value), 2) if isinstance(value, (int, float)) else None)
+            if len(gpu["t"]) > MAX_POINTS:  # as the LLM points: every other one, and as sparse from now on
+                for k in gpu:
+                    gpu[k] = gpu[k][::2]
+                span_s = (gpu["t"][-1] or 0.0) - (gpu["t"][0] or 0.0)
+                self._min_gap_s[name] = 2 * span_s / MAX_POINTS
+
+
+def judge_recent(spec: Any, rows: list[dict[str, Any]], started_epoch_s: float | None,
+                 gpu: dict[str, dict[str, list[float | None]]] | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """Every target of SLO spec ``spec`` judged by the reports' own evaluation on ``rows`` (the
+    requests that ended in the last ``SLO_WINDOW_S`` s): ``status`` is pass, fail or no data."""
+    # reports (pandas, pyarrow) is loaded when the web UI first asks, not by every load generator.
+    import pandas as pd
+
+    from reports import evaluate, run_from_records
+
+    run = run_from_records(rows, RunMeta(status="running", started_epoch_s=started_epoch_s))
+    if gpu:
+        since = max((t or 0.0 for s in gpu.values() for t in s["t"][-1:]), default=0.0) - SLO_WINDOW_S
+        run.gpu = pd.DataFrame([{"host": name, "gpu": name, "mem_used_mib": mem} for name, s in gpu.items()
+                                for t, mem in zip(s["t"], s["mem_used_mib"], strict=True)
+                                if mem is not None and (t or 0.0) >= since])  # fmt: skip
+    out = []
+    for r in evaluate(run, spec):
+        status = "no data" if r.measured is None else "pass" if r.passed else "fail"
+        out.append({"label": f"{r.scope} {r.metric} {r.stat} {r.op} {r.threshold:g}", "scope": r.scope,
+                    "metric": r.metric, "stat": r.stat, "op": r.op, "threshold": r.threshold,
+                    "measured": None if r.measured is None else round(r.measured, 4), "status": status,
+                    "note": r.note})  # fmt: skip
+    return out

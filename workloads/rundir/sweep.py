@@ -1,0 +1,140 @@
+"""``sweep.json``: a load sweep's levels — offered load, achieved throughput, latency percentiles and
+SLO verdicts per level — and its goodput knee, the highest level whose achieved load met every SLO.
+
+Written by the sweep shape after every level (so a run stopped half-way keeps what it measured) and
+read by ``reports``. Readers accept every earlier ``schema`` and ignore keys a newer writer added.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .meta import write_json_atomic
+
+__all__ = [
+    "SWEEP_FILE",
+    "SWEEP_METRICS",
+    "SWEEP_PERCENTILES",
+    "SWEEP_SCHEMA_VERSION",
+    "SweepLevel",
+    "SweepResult",
+    "SweepVerdict",
+    "read_sweep",
+    "sweep_knee",
+    "write_sweep",
+]
+
+SWEEP_FILE = "sweep.json"  # SweepResult (sweep runs only)
+#: sweep.json versions: 1 (first release)
+SWEEP_SCHEMA_VERSION = 1
+#: the latency metrics and percentiles a level reports per workload
+SWEEP_METRICS = ("ttft", "itl", "e2e")
+SWEEP_PERCENTILES = (50, 95, 99)
+
+
+@dataclass
+class SweepVerdict:
+    """One per-request SLO target judged on one level, e.g. ``code ttft_ms p95 <= 300``."""
+
+    target: str
+    measured: float | None
+    passed: bool
+
+
+@dataclass
+class SweepLevel:
+    """One level of a sweep, judged on its second half (the first half is the queue settling).
+
+    ``requests_per_s`` / ``output_tokens_per_s``: successful requests (their output tokens) that
+    *ended* in the judged half, per second — what the server achieved, whatever was offered.
+    ``latency_ms``: workload → ``ttft``/``itl``/``e2e`` → ``p50``/``p95``/``p99`` of the requests
+    that *started* in the judged half.
+    """
+
+    users: int  # the offered load: closed-loop concurrency
+    kind: str  # "synchronous" / "throughput" (the probes of an automatic sweep) or "level"
+    started_epoch_s: float
+    judged_from_epoch_s: float
+    judged_to_epoch_s: float
+    requests: int  # judged: started in the judged half, not cancelled by the load test
+    requests_per_s: float
+    output_tokens_per_s: float
+    held: bool  # judged requests exist and every per-request SLO held
+    latency_ms: dict[str, dict[str, dict[str, float | None]]] = field(default_factory=dict)
+    slos: list[SweepVerdict] = field(default_factory=list)
+
+
+@dataclass
+class SweepResult:
+    """``sweep.json``: every level run so far, in the order run, and the knee among them."""
+
+    level_time_s: float
+    levels: list[SweepLevel] = field(default_factory=list)
+    #: the knee's users, achieved requests/s and output tokens/s (``None``: no level held)
+    knee_users: int | None = None
+    knee_requests_per_s: float | None = None
+    knee_output_tokens_per_s: float | None = None
+    complete: bool = False  # every planned level ran (or the sweep stopped early, saying why)
+    stopped_early: str | None = None
+    schema: int = SWEEP_SCHEMA_VERSION
+
+    def with_knee(self) -> SweepResult:
+        """This result with its knee fields set from :func:`sweep_knee`."""
+        knee = sweep_knee(self.levels)
+        self.knee_users = knee.users if knee else None
+        self.knee_requests_per_s = knee.requests_per_s if knee else None
+        self.knee_output_tokens_per_s = knee.output_tokens_per_s if knee else None
+        return self
+
+
+def sweep_knee(levels: list[SweepLevel]) -> SweepLevel | None:
+    """The goodput knee: the level with the most users whose achieved load met every SLO."""
+    return max((level for level in levels if level.held), key=lambda level: level.users, default=None)
+
+
+def write_sweep(run_dir: Path, result: SweepResult) -> None:
+    """Write ``sweep.json`` atomically (with the knee of the levels so far)."""
+    write_json_atomic(run_dir / SWEEP_FILE, asdict(result.with_knee()))
+
+
+def _level(data: dict[str, Any]) -> SweepLevel:
+    slos = [SweepVerdict(str(v["target"]), v.get("measured"), bool(v["passed"])) for v in data.get("slos") or []]
+    return SweepLevel(
+        users=int(data["users"]),
+        kind=str(data.get("kind") or "level"),
+        started_epoch_s=float(data.get("started_epoch_s") or 0.0),
+        judged_from_epoch_s=float(data.get("judged_from_epoch_s") or 0.0),
+        judged_to_epoch_s=float(data.get("judged_to_epoch_s") or 0.0),
+        requests=int(data.get("requests") or 0),
+        requests_per_s=float(data.get("requests_per_s") or 0.0),
+        output_tokens_per_s=float(data.get("output_tokens_per_s") or 0.0),
+        held=bool(data.get("held")),
+        latency_ms=dict(data.get("latency_ms") or {}),
+        slos=slos,
+    )
+
+
+def read_sweep(run_dir: Path) -> SweepResult | None:
+    """``sweep.json`` of ``run_dir``; ``None`` when the run was not a sweep."""
+    path = run_dir / SWEEP_FILE
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object")
+    version = int(data.get("schema", 1) or 1)
+    if version > SWEEP_SCHEMA_VERSION:
+        raise ValueError(f"{path}: schema {version} is newer than this tokenstorm reads ({SWEEP_SCHEMA_VERSION})")
+    return SweepResult(
+        level_time_s=float(data.get("level_time_s") or 0.0),
+        levels=[_level(level) for level in data.get("levels") or []],
+        knee_users=data.get("knee_users"),
+        knee_requests_per_s=data.get("knee_requests_per_s"),
+        knee_output_tokens_per_s=data.get("knee_output_tokens_per_s"),
+        complete=bool(data.get("complete")),
+        stopped_early=data.get("stopped_early"),
+        schema=version,
+    )
