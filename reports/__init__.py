@@ -15,6 +15,7 @@ from ._slo import (
 )
 from ._summary import RunSummary, summarize
 from ._sweep import measure_sweep_level
+from ._targets import evaluate_each_target
 
 __all__ = [
     "DEFAULT_SLO_TEXT",
@@ -30,6 +31,7 @@ __all__ = [
     "build_report",
     "compare_runs",
     "evaluate",
+    "evaluate_each_target",
     "load_run",
     "load_slo_spec",
     "measure_sweep_level",

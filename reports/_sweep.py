@@ -30,7 +30,8 @@ from workloads.rundir import (
 
 from ._plots import _legend, _png
 from ._rundir import RunData, run_from_records
-from ._slo import SloSpec, dropped_nan, evaluate, per_request_spec, selected, workloads_in
+from ._slo import SloSpec, dropped_nan, per_request_spec, selected, workloads_in
+from ._targets import evaluate_each_target
 
 __all__ = ["SweepView", "measure_sweep_level", "sweep_block", "sweep_view"]
 
@@ -57,9 +58,9 @@ def measure_sweep_level(rows: list[dict[str, Any]], spec: SloSpec, *, users: int
     ended = [r for r in live if r.get("ok") and lo <= _start(r) + float(r.get("e2e_s") or 0.0) < hi]
     span_s = max(hi - lo, 1e-9)
     run = run_from_records(judged, RunMeta(status="running"))
-    results = evaluate(run, per_request_spec(spec)) if judged else []
-    verdicts = [SweepVerdict(f"{r.scope} {r.metric} {r.stat} {r.op} {r.threshold:g}", r.measured, r.passed)
-                for r in results]  # fmt: skip
+    results = evaluate_each_target(run, per_request_spec(spec)) if judged else []  # A/B: each must hold
+    verdicts = [SweepVerdict(f"{r.target + ' ' if r.target else ''}{r.scope} {r.metric} {r.stat} {r.op} "
+                             f"{r.threshold:g}", r.measured, r.passed) for r in results]  # fmt: skip
     return SweepLevel(
         users=users,
         kind=kind,

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 
 from ._rundir import RunData
-from ._slo import SloResult
+from ._slo import SloResult, SloSpec, evaluate
 
-__all__ = ["COMPARED", "compare_targets", "target_labels", "target_mask"]
+__all__ = ["COMPARED", "compare_targets", "evaluate_each_target", "target_labels", "target_mask"]
 
 #: (summary key, label, lower is better) — the rows of the side-by-side table
 COMPARED = (
@@ -46,6 +46,14 @@ def target_labels(run: RunData) -> list[str]:
 def target_mask(run: RunData, label: str) -> np.ndarray:
     """The requests sent to target ``label``."""
     return np.asarray(run.requests["target"] == label, dtype=bool)
+
+
+def evaluate_each_target(run: RunData, spec: SloSpec) -> list[SloResult]:
+    """:func:`evaluate`, each A/B target on its own records (a one-target run: all of them)."""
+    labels = target_labels(run)
+    if not labels:
+        return evaluate(run, spec)
+    return [r for label in labels for r in evaluate(run, spec, within=target_mask(run, label), target=label)]
 
 
 def _delta_pct(value: Any, base: Any) -> float | None:

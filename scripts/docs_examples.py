@@ -25,7 +25,8 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 def locust(work: Path, locustfile: str, *args: str) -> Path:
     """Run ``locust -f locustfiles/LOCUSTFILE --headless ARGS`` in ``work``; the run directory it made."""
-    cmd = [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / locustfile), "--headless",
+    files = ",".join(str(ROOT / "locustfiles" / f) for f in locustfile.split(","))
+    cmd = [sys.executable, "-m", "locust", "-f", files, "--headless",
            "--only-summary", "--run-dir", str(work / "runs"), *args]  # fmt: skip
     print("$ locust -f locustfiles/" + locustfile, " ".join(args), flush=True)
     subprocess.run(cmd, cwd=work, check=False, stdout=subprocess.DEVNULL)
@@ -55,8 +56,8 @@ def example_ab(work: Path) -> None:
         EmulatorProcess("--ttft-ms", "40", "--itl-ms", "10", "--max-num-seqs", "16") as fp8,
         EmulatorProcess("--ttft-ms", "90", "--itl-ms", "28", "--max-num-seqs", "16") as awq,
     ):
-        run = locust(work, "mixed.py", "-u", "8", "-r", "8", "-t", "30s", "--max-tokens", "64",
-                     "--gpu-cost-per-hour", "3.50", "--targets", f"fp8={fp8.url},awq={awq.url}", "--slo", str(slo))  # fmt: skip
+        run = locust(work, "mixed.py", "-u", "8", "-r", "8", "-t", "30s", "--max-tokens", "64", "--slo", str(slo),
+                     "--gpu-cost-per-hour", "3.50", "--targets", f"fp8={fp8.url},awq={awq.url}")  # fmt: skip
     shoot(run / "report.html", "#targets", DOCS / "ab-targets.png")
 
 
@@ -67,9 +68,11 @@ def example_cost(work: Path) -> None:
 
 
 def example_sweep(work: Path) -> None:
-    run = locust(work, "shape_sweep.py", "--sweep-levels", "1,2,4,8,16,32", "--sweep-level-time", "8",
-                 "--max-tokens", "32", "--emulator-args", "--max-num-seqs 8 --ttft-ms 40 --itl-ms 10",
-                 "--slo", str(ROOT / "slo" / "slo.yaml"))  # fmt: skip
+    slo = work / "slo-sweep.yaml"
+    slo.write_text("slos:\n  '*':\n    ttft_ms: {p95: 250}\n    error_rate: {max: 1%}\n")
+    run = locust(work, "code_completion.py,shape_sweep.py", "--sweep-levels", "1,2,4,6,8,12,16",
+                 "--sweep-level-time", "8", "--max-tokens", "24", "--wait-time", "0", "--slo", str(slo),
+                 "--emulator-args", "--max-num-seqs 8 --ttft-ms 60 --itl-ms 8")  # fmt: skip
     shoot(run / "report.html", "#sweep", DOCS / "sweep.png")
 
 

@@ -77,7 +77,7 @@ class CapacitySearchShape(LoadTestShape):
             self._tail, self._tail_of, self._pending = writer.tail(), writer, []
 
     def _judge(self, t_from: float, t_to: float) -> CapacityStep:
-        from reports import evaluate, load_slo_spec, per_request_spec, run_from_records
+        from reports import evaluate_each_target, load_slo_spec, per_request_spec, run_from_records
 
         assert self.runner is not None
         ctx = context(self.runner.environment)
@@ -87,8 +87,9 @@ class CapacitySearchShape(LoadTestShape):
         spec = per_request_spec(ctx.slo_spec if ctx.slo_spec is not None else load_slo_spec())
         # A step has its own settling time (its first half); --warmup flags do not take its requests away.
         rows = [{**r, "warmup": False} for r in rows]
-        results = evaluate(run_from_records(rows, RunMeta(status="running")), spec) if rows else []
-        measured = {f"{r.scope} {r.metric} {r.stat}": r.measured for r in results}
+        # A/B runs: a step holds only if it holds on every target.
+        results = evaluate_each_target(run_from_records(rows, RunMeta(status="running")), spec) if rows else []
+        measured = {f"{r.target + ' ' if r.target else ''}{r.scope} {r.metric} {r.stat}": r.measured for r in results}
         return CapacityStep(self._users, len(rows), bool(rows) and all(r.passed for r in results), measured)
 
     def _finish(self, last: CapacityStep) -> None:

@@ -124,6 +124,17 @@ def test_slo_status_is_the_reports_judgement_of_the_recent_requests() -> None:
     assert {s["status"] for s in judge_recent(spec, live.recent_rows(), T0)} == {"no data"}
 
 
+def test_the_slo_status_judges_the_newest_requests_only_under_heavy_load() -> None:
+    live, clock = window_at(T0)
+    for k in range(100):
+        live.observe(row(T0 + 1 + k * 0.1, ttft_s=0.001 * k, gaps=(0.01,) * 10))
+    clock.now = T0 + 10.95  # the last ended at T0 + 10.9
+    newest = live.recent_rows(max_requests=30)
+    assert [r["ttft_s"] for r in newest] == pytest.approx([0.001 * k for k in range(70, 100)])  # oldest first
+    assert len(live.recent_rows(max_gaps=95)) == 9  # the request that would pass the cap is left out
+    assert len(live.recent_rows(window_s=5)) == 50
+
+
 def test_gpu_samples_are_read_as_they_are_appended(tmp_path: Path) -> None:
     path = tmp_path / "gpu.jsonl"
     sample = {"epoch_s": T0, "gpu": 0, "uuid": "u", "name": "H100", "source": "nvml", "util_gpu_pct": 50,
