@@ -218,7 +218,7 @@ class RunContext:
         row = record.as_row()
         if self.metrics is not None:
             self.metrics.observe(row)
-        pass
+        self.live.observe(row)
         if self.writer is not None:
             self.writer.write_rows([row])
 
@@ -240,7 +240,7 @@ class RunContext:
             self._account(str(data.get("workload")), int(data.get("output_tokens") or 0), str(data.get("worker_id")))
             if self.metrics is not None:
                 self.metrics.observe(data)
-            pass
+            self.live.observe(data)
         if self.writer is not None:
             self.writer.write_rows(rows)
 

@@ -118,7 +118,8 @@ def resolve_model(environment: Environment, client: LlmClient) -> str:
     if ctx.options.model:
         ctx.model = ctx.model or ctx.options.model
         return ctx.options.model
-    key = client.base_url
+    # One target: asked once per process (a host changed in the web UI mid-run keeps the model).
+    key = client.base_url if ctx.options.targets else ""
     if key in ctx.models:
         return ctx.models[key]
     with _MODEL_LOCK:

@@ -1,5 +1,6 @@
 """The web UI's tokenstorm tabs: live LLM rows (requests, output tok/s), GPU and vLLM server
-tables, and the live SLO report at ``/tokenstorm/report``."""
+tables, and the live SLO report at ``/tokenstorm/report``. The charts, the live SLO status and
+the SIMULATED label in the header: :mod:`.webui_live`."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ..rundir import CLIENT_BOUND_CPU_PCT, REPORT_FILE
 from ..traffic import settings_from_options
 from .context import context
 from .options import OPTION_DESTS, RunOptions
+from .webui_live import SIMULATED, add_live_view, no_gpu
 
 __all__ = ["extend_web_ui", "form_problem"]
 
@@ -37,14 +39,6 @@ _SERVER_COLUMNS = (
 
 
 _NO_SERVER = "no /metrics samples of the target yet (none with --no-server-metrics)"
-
-
-def _no_gpu(ctx: Any) -> str:
-    """What the GPU tab says instead of an empty table."""
-    if not ctx.options.gpu_monitor:
-        return ("no GPU samples: start the sidecar on the GPU host (python -m monitors gpu --host 0.0.0.0 "
-                "--port 9400) and run with --gpu-monitor http://GPU-HOST:9400 (or --gpu-monitor local)")  # fmt: skip
-    return f"no GPU samples from {ctx.options.gpu_monitor} yet (see the console for why)"
 
 
 _CLIENT_BOUND = f"CLIENT-BOUND (load generator CPU > {CLIENT_BOUND_CPU_PCT:g}%)"
@@ -107,8 +101,10 @@ def extend_web_ui(environment: Environment) -> None:
 
     app = web_ui.app
     assert app is not None
+    add_live_view(environment)
     web_ui.template_args["extended_csv_files"] = [
-        {"href": "./tokenstorm/report", "title": "tokenstorm SLO report (live during a run, final after it)"}
+        {"href": "./tokenstorm/report", "title": "tokenstorm SLO report (live during a run, final after it)"},
+        {"href": "./tokenstorm/live", "title": "tokenstorm live charts and SLO status (a page of their own)"},
     ]
 
     @app.route("/tokenstorm/report")
@@ -142,7 +138,7 @@ def extend_web_ui(environment: Environment) -> None:
         if request.path != "/stats/requests" or not response.is_json:
             return response
         ctx = context(environment)
-        target = "SIMULATED (built-in emulator)" if ctx.simulated else (environment.host or "")
+        target = SIMULATED if ctx.simulated else (environment.host or "")
         rows = [
             {
                 "workload": w,
@@ -165,7 +161,7 @@ def extend_web_ui(environment: Environment) -> None:
         payload = response.get_json()
         monitor = ctx.monitor
         latest_gpu, server = monitor.latest() if monitor is not None else ([], {})
-        gpu_rows = [{k: _fmt(g.get(k)) for k, _ in _GPU_COLUMNS} for g in latest_gpu] or [{"gpu": _no_gpu(ctx)}]
+        gpu_rows = [{k: _fmt(g.get(k)) for k, _ in _GPU_COLUMNS} for g in latest_gpu] or [{"gpu": no_gpu(ctx)}]
         server_rows = [{k: _fmt(server.get(k)) for k, _ in _SERVER_COLUMNS}] if server else [{"running": _NO_SERVER}]
         payload["extended_stats"] = [
             {"key": "tokenstorm", "data": rows},
