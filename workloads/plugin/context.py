@@ -30,7 +30,7 @@ from ..rundir import REQUESTS_FILE, SEGMENTS_DIR, RecordWriter, RequestRecord, R
 from ..traffic import MODELS, TrafficModel
 from . import exporter, locust_compat
 from .gc import GcWatch
-from .live import LiveWindow
+from .live import LiveWindow, series_key
 from .options import OptionError, RunOptions
 from .rates import TokenRate
 
@@ -214,8 +214,8 @@ class RunContext:
             with self._lock:
                 self._outbox.append(line)
             return
-        self._account(record.workload, record.output_tokens or 0, record.worker_id)
         row = record.as_row()
+        self._account(series_key(row), record.output_tokens or 0, record.worker_id)
         if self.metrics is not None:
             self.metrics.observe(row)
         self.live.observe(row)
@@ -237,7 +237,7 @@ class RunContext:
             except ValueError:
                 continue
             rows.append(data)
-            self._account(str(data.get("workload")), int(data.get("output_tokens") or 0), str(data.get("worker_id")))
+            self._account(series_key(data), int(data.get("output_tokens") or 0), str(data.get("worker_id")))
             if self.metrics is not None:
                 self.metrics.observe(data)
             self.live.observe(data)

@@ -100,7 +100,7 @@ class LiveWindow:
         done = _Done(start + float(row.get("done_s") or row.get("e2e_s") or 0.0), slim)
         with self._lock:
             self._records.append(done)
-            self._series.setdefault(str(row.get("workload") or ""), {k: [None] * len(self._times) for k in LLM_SERIES})
+            self._series.setdefault(series_key(row), {k: [None] * len(self._times) for k in LLM_SERIES})
             self._advance(self._clock())
 
     def advance(self, now: float | None = None) -> None:
@@ -155,7 +155,7 @@ class LiveWindow:
             if not lo < d.end_epoch_s <= t:
                 continue
             row = d.row
-            w = str(row["workload"] or "")
+            w = series_key(row)
             c = counts.setdefault(w, [0.0, 0.0, 0.0])
             c[0] += 1
             c[2] += float(row["output_tokens"] or 0)  # as the table's tok/s: partial outputs of failures too
@@ -246,6 +246,12 @@ class GpuHistory:
                 self._min_gap_s[name] = 2 * span_s / MAX_POINTS
 
 
+def series_key(row: dict[str, Any]) -> str:
+    """A chart's (and the LLM table's) line: the workload, and in A/B runs its target."""
+    workload, target = str(row.get("workload") or ""), row.get("target")
+    return f"{workload} @ {target}" if target else workload
+
+
 def judge_recent(spec: Any, rows: list[dict[str, Any]], started_epoch_s: float | None,
                  gpu: dict[str, dict[str, list[float | None]]] | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """Every target of SLO spec ``spec`` judged by the reports' own evaluation on ``rows`` (the
@@ -253,7 +259,7 @@ def judge_recent(spec: Any, rows: list[dict[str, Any]], started_epoch_s: float |
     # reports (pandas, pyarrow) is loaded when the web UI first asks, not by every load generator.
     import pandas as pd
 
-    from reports import evaluate, run_from_records
+    from reports import evaluate_each_target, run_from_records
 
     run = run_from_records(rows, RunMeta(status="running", started_epoch_s=started_epoch_s))
     if gpu:
@@ -262,9 +268,10 @@ def judge_recent(spec: Any, rows: list[dict[str, Any]], started_epoch_s: float |
                                 for t, mem in zip(s["t"], s["mem_used_mib"], strict=True)
                                 if mem is not None and (t or 0.0) >= since])  # fmt: skip
     out = []
-    for r in evaluate(run, spec):
+    for r in evaluate_each_target(run, spec):  # A/B runs: each target's own
         status = "no data" if r.measured is None else "pass" if r.passed else "fail"
-        out.append({"label": f"{r.scope} {r.metric} {r.stat} {r.op} {r.threshold:g}", "scope": r.scope,
+        where = f"{r.target}: " if r.target else ""
+        out.append({"label": f"{where}{r.scope} {r.metric} {r.stat} {r.op} {r.threshold:g}", "scope": r.scope,
                     "metric": r.metric, "stat": r.stat, "op": r.op, "threshold": r.threshold,
                     "measured": None if r.measured is None else round(r.measured, 4), "status": status,
                     "note": r.note})  # fmt: skip

@@ -139,13 +139,20 @@ def extend_web_ui(environment: Environment) -> None:
             return response
         ctx = context(environment)
         target = SIMULATED if ctx.simulated else (environment.host or "")
+        urls = dict(ctx.options.targets)  # A/B rows are "workload @ label"
+
+        def where(key: str) -> str:
+            label = key.rpartition(" @ ")[2] if " @ " in key else ""
+            url = urls.get(label, target if not label else "")
+            return f"{url} (SIMULATED)" if label and ctx.simulated else url
+
         rows = [
             {
                 "workload": w,
                 "requests": ctx.requests_by_workload.get(w, 0),
                 "tokens_per_s": round(r.rate(), 1),
                 "tokens": r.total_tokens,
-                "target": target,
+                "target": where(w),
             }
             for w, r in sorted(ctx.token_rate_by_workload.items())
         ]

@@ -160,3 +160,18 @@ def test_gpu_memory_slo_is_judged_on_recent_samples() -> None:
     assert status["status"] == "pass" and status["measured"] == pytest.approx(500 * 2**20 / 1e9, abs=1e-4)
     (status,) = judge_recent(spec, [], T0, None)
     assert status["status"] == "no data" and "--gpu-monitor" in status["note"]
+
+
+def test_ab_runs_get_a_line_and_an_slo_status_per_target() -> None:
+    spec = load_slo_spec(text="slos:\n  chat:\n    ttft_ms: {p50: 200}\n")
+    live, clock = window_at(T0)
+    for i in range(10):
+        live.observe({**row(T0 + 5 + i, ttft_s=0.1), "target": "fast"})
+        live.observe({**row(T0 + 5 + i, ttft_s=0.3), "target": "slow"})
+    clock.now = T0 + 26
+    live.advance()
+    assert set(live.snapshot()["workloads"]) == {"chat @ fast", "chat @ slow"}
+    status = {s["label"]: s for s in judge_recent(spec, live.recent_rows(), T0)}
+    assert status["fast: chat ttft_ms p50 <= 200"]["status"] == "pass"
+    assert status["slow: chat ttft_ms p50 <= 200"]["status"] == "fail"
+    assert status["slow: chat ttft_ms p50 <= 200"]["measured"] == pytest.approx(300.0)
