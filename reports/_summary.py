@@ -20,7 +20,6 @@ from ._slo import (
     SloResult,
     SloSpec,
     dropped_nan,
-    evaluate,
     goodput,
     gpu_count,
     judged_mask,
@@ -30,7 +29,7 @@ from ._slo import (
     workloads_in,
 )
 from ._slo import gpu_cost_per_hour as run_gpu_cost
-from ._targets import compare_targets, target_labels, target_mask
+from ._targets import compare_targets, evaluate_each_target, target_labels, target_mask
 
 __all__ = ["PERCENTILES", "RunSummary", "summarize"]
 
@@ -214,15 +213,11 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
     )
     labels = target_labels(run)
     ab: dict[str, Any] | None = None
-    if labels:  # A/B: each target judged on its own records; the run fails if any breaks an SLO
-        results, blocks = [], {}
-        for label in labels:
-            within = target_mask(run, label)
-            results += evaluate(run, spec, within=within, target=label)
-            blocks[label] = _block(run, spec, mask & within, gpus, price)
+    # A/B: each target judged on its own records; the run fails if any breaks an SLO
+    results = evaluate_each_target(run, spec, labels)
+    if labels:
+        blocks = {label: _block(run, spec, mask & target_mask(run, label), gpus, price) for label in labels}
         ab = compare_targets(run, blocks, results)
-    else:
-        results = evaluate(run, spec)
     problem = run.meta.problem
     if problem:
         verdict, reason = "run_failed", str(problem)

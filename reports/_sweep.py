@@ -45,12 +45,14 @@ def _start(row: dict[str, Any]) -> float:
 
 
 def measure_sweep_level(rows: list[dict[str, Any]], spec: SloSpec, *, users: int, kind: str, started_epoch_s: float,
-                        judged_from_epoch_s: float, judged_to_epoch_s: float) -> SweepLevel:  # fmt: skip
+                        judged_from_epoch_s: float, judged_to_epoch_s: float,
+                        targets: list[str] | None = None) -> SweepLevel:  # fmt: skip
     """One sweep level from decoded request records (any that overlap it; the rest are ignored).
 
     Latency and SLOs: the requests that started in ``[judged_from, judged_to)``; achieved throughput:
     the successful requests that *ended* in it, per second — a request still queued when the level
-    is judged is not there to count, but one that finished is, whenever it started."""
+    is judged is not there to count, but one that finished is, whenever it started. ``targets``: the
+    A/B run's labels (a target without a request in the level breaks it)."""
     lo, hi = judged_from_epoch_s, judged_to_epoch_s
     live = [r for r in rows if r.get("error_category") != ErrorCategory.CANCELLED]
     # A level has its own settling time (its first half); --warmup flags do not take its requests away.
@@ -58,7 +60,7 @@ def measure_sweep_level(rows: list[dict[str, Any]], spec: SloSpec, *, users: int
     ended = [r for r in live if r.get("ok") and lo <= _start(r) + float(r.get("e2e_s") or 0.0) < hi]
     span_s = max(hi - lo, 1e-9)
     run = run_from_records(judged, RunMeta(status="running"))
-    results = evaluate_each_target(run, per_request_spec(spec)) if judged else []  # A/B: each must hold
+    results = evaluate_each_target(run, per_request_spec(spec), targets) if judged else []  # A/B: each must hold
     verdicts = [SweepVerdict(f"{r.target + ' ' if r.target else ''}{r.scope} {r.metric} {r.stat} {r.op} "
                              f"{r.threshold:g}", r.measured, r.passed) for r in results]  # fmt: skip
     return SweepLevel(

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ._rundir import RunData
-from ._slo import SloResult, SloSpec, evaluate
+from ._slo import SloResult, SloSpec, evaluate, judged_mask
 
 __all__ = ["COMPARED", "compare_targets", "evaluate_each_target", "target_labels", "target_mask"]
 
@@ -36,7 +36,7 @@ COMPARED = (
 def target_labels(run: RunData) -> list[str]:
     """The run's A/B targets in the order given (``run.json``), else the labels its records
     carry; empty for a one-target run."""
-    labels = [str(t.get("label")) for t in run.meta.targets if t.get("label")]
+    labels = [str(t.get("label")) for t in run.meta.targets if isinstance(t, dict) and t.get("label")]
     df = run.requests
     if not labels and "target" in df.columns and len(df):
         labels = sorted(str(v) for v in df["target"].dropna().unique() if str(v))
@@ -45,15 +45,29 @@ def target_labels(run: RunData) -> list[str]:
 
 def target_mask(run: RunData, label: str) -> np.ndarray:
     """The requests sent to target ``label``."""
-    return np.asarray(run.requests["target"] == label, dtype=bool)
+    df = run.requests
+    if "target" not in df.columns:
+        return np.zeros(len(df), dtype=bool)
+    return np.asarray(df["target"] == label, dtype=bool)
 
 
-def evaluate_each_target(run: RunData, spec: SloSpec) -> list[SloResult]:
-    """:func:`evaluate`, each A/B target on its own records (a one-target run: all of them)."""
-    labels = target_labels(run)
+def evaluate_each_target(run: RunData, spec: SloSpec, labels: list[str] | None = None) -> list[SloResult]:
+    """:func:`evaluate`, each A/B target on its own records (a one-target run: all of them). ``labels``:
+    the run's targets when the records may not name them all (a window of a run). A target without a
+    judged request fails: it cannot be said to meet anything."""
+    labels = list(labels) if labels else target_labels(run)
     if not labels:
         return evaluate(run, spec)
-    return [r for label in labels for r in evaluate(run, spec, within=target_mask(run, label), target=label)]
+    judged = judged_mask(run, spec)
+    out: list[SloResult] = []
+    for label in labels:
+        within = target_mask(run, label)
+        if not (judged & within).any():
+            out.append(SloResult("run", "requests", "judged", ">=", 1.0, 0.0, False,
+                                 "no judged request from this target", None, label))  # fmt: skip
+            continue
+        out += evaluate(run, spec, within=within, target=label)
+    return out
 
 
 def _delta_pct(value: Any, base: Any) -> float | None:
@@ -65,7 +79,7 @@ def _delta_pct(value: Any, base: Any) -> float | None:
 def compare_targets(run: RunData, blocks: dict[str, dict[str, Any]], results: list[SloResult]) -> dict[str, Any]:
     """summary.json's ``targets`` block: per target its URL, verdict, figures and deltas against the
     baseline (the first target); and which target is slower (higher E2E p50 on the same requests)."""
-    urls = {str(t.get("label")): str(t.get("url")) for t in run.meta.targets}
+    urls = {str(t.get("label")): str(t.get("url")) for t in run.meta.targets if isinstance(t, dict)}
     labels = list(blocks)
     base = blocks[labels[0]]
     per_target: dict[str, Any] = {}

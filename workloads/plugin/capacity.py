@@ -88,7 +88,8 @@ class CapacitySearchShape(LoadTestShape):
         # A step has its own settling time (its first half); --warmup flags do not take its requests away.
         rows = [{**r, "warmup": False} for r in rows]
         # A/B runs: a step holds only if it holds on every target.
-        results = evaluate_each_target(run_from_records(rows, RunMeta(status="running")), spec) if rows else []
+        labels = [label for label, _ in ctx.options.targets]  # a target with no record here breaks the step
+        results = evaluate_each_target(run_from_records(rows, RunMeta(status="running")), spec, labels) if rows else []
         measured = {f"{r.target + ' ' if r.target else ''}{r.scope} {r.metric} {r.stat}": r.measured for r in results}
         return CapacityStep(self._users, len(rows), bool(rows) and all(r.passed for r in results), measured)
 

@@ -33,6 +33,7 @@ from .gc import GcWatch
 from .live import LiveWindow, series_key
 from .options import OptionError, RunOptions
 from .rates import TokenRate
+from .targets import resolve_targets
 
 if TYPE_CHECKING:
     from ..rundir.writer import SegmentWriter
@@ -141,16 +142,13 @@ class RunContext:
                         "and that host's key to use one there", self.key_host, host, host)  # fmt: skip
 
     def _key_targets_ok(self, namespace: Any) -> bool:
-        """Every --targets endpoint of ``namespace`` was given with the key (the command line)."""
-        raw = str(getattr(namespace, "targets", "") or "")
-        if not raw.strip():
-            return True
-        from .targets import parse_targets
-
+        """Every A/B endpoint of ``namespace`` (--targets or its workload file's) was given with the key."""
         try:
-            return {url for _, url in parse_targets(raw.split(","))} <= self.key_targets
+            targets = resolve_targets(str(getattr(namespace, "targets", "") or ""),
+                                      str(getattr(namespace, "workload_file", "") or ""))  # fmt: skip
         except ValueError:
             return False
+        return {url for _, url in targets} <= self.key_targets
 
     def key_for(self, host: str) -> str | None:
         """The API key to send to ``host`` (none to a host it was not given for: the --host, or

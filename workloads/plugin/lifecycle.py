@@ -26,7 +26,7 @@ from . import exporter, locust_compat, shipping, soak
 from .context import RunContext, context
 from .monitoring import start_monitor, stop_monitor
 from .options import OptionError, add_options
-from .users import resolve_model, run_targets
+from .users import WorkloadUser, resolve_model, run_targets
 from .webui import extend_web_ui
 
 __all__ = ["install"]
@@ -56,6 +56,12 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
         if environment.host and environment.host.rstrip("/") not in urls:
             sys.stderr.write(f"tokenstorm: --host {environment.host} is not one of --targets ({', '.join(urls)}); "
                              "give every endpoint in --targets\n")  # fmt: skip
+            raise SystemExit(EXIT_RUN_FAILED)
+        plain = sorted(u.__name__ for u in environment.user_classes
+                       if not issubclass(u, WorkloadUser) and not getattr(u, "open_loop", False))  # fmt: skip
+        if plain:
+            sys.stderr.write(f"tokenstorm: --targets: user class(es) {', '.join(plain)} drive only their host; an A/B "
+                             "run needs tokenstorm's workload or open-loop users (locustfiles/*.py)\n")  # fmt: skip
             raise SystemExit(EXIT_RUN_FAILED)
         environment.host = urls[0]  # what Locust shows; the users drive every target
         ctx.key_targets = frozenset(urls)  # the key was given with these endpoints
@@ -152,11 +158,13 @@ def _on_test_start(environment: Environment, **_kw: Any) -> None:
     if ctx.is_worker:
         _start_worker(environment, ctx)
         return
-    ctx.simulated = bool(ctx.emulator_url) and environment.host == ctx.emulator_url
     ctx.problem = None
+    ctx.simulated = bool(ctx.emulator_url) and environment.host == ctx.emulator_url
     ctx.bind_key(environment.parsed_options, environment.host)
     try:
         ctx.refresh_options(opts)  # options may have changed in the web UI form
+        urls = [url for _, url in run_targets(environment, environment.host)]
+        ctx.simulated = bool(ctx.emulator_url) and ctx.emulator_url in urls
         ctx.warmup_s = ctx.options.warmup_s
         ctx.model = ctx.options.model or None
         ctx.models.clear()

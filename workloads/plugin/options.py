@@ -17,12 +17,10 @@ from typing import Any
 import orjson
 
 from ..traffic.models import MODELS
+from .errors import OptionError
+from .targets import resolve_targets
 
 __all__ = ["OPTION_DESTS", "OptionError", "RunOptions", "add_options", "parse_steps"]
-
-
-class OptionError(ValueError):
-    """An option with an unusable value; ``str()`` is ``--option: reason``."""
 
 
 def add_options(parser: Any, **_kw: Any) -> None:
@@ -211,15 +209,6 @@ def _think_tags(raw: str) -> tuple[str, str] | None:
     return parts[0].strip(), parts[1].strip()
 
 
-def _targets(raw: str, workload_file: str) -> tuple[tuple[str, str], ...]:
-    from .targets import parse_targets, targets_from_workload_file
-
-    try:
-        return parse_targets(raw.split(",")) if raw.strip() else targets_from_workload_file(workload_file)
-    except ValueError as exc:
-        raise OptionError(str(exc)) from None
-
-
 def parse_sweep_levels(text: str) -> tuple[int, ...]:
     """``1,2,4`` -> (1, 2, 4); raise :class:`OptionError` unless whole numbers >= 1, increasing."""
     try:
@@ -370,7 +359,7 @@ class RunOptions:
             sweep_count=_number("--sweep-count", get("sweep_count", 8), minimum=2, cast=int),
             sweep_max_users=_number("--sweep-max-users", get("sweep_max_users", 256), minimum=2, cast=int),
             emulator_args=str(get("emulator_args", "") or ""),
-            targets=_targets(str(get("targets", "") or ""), str(get("workload_file", "") or "")),
+            targets=resolve_targets(str(get("targets", "") or ""), str(get("workload_file", "") or "")),
             headless=bool(get("headless", False)),
             locustfile=str(get("locustfile", "run") or "run"),
             spawn_rate=float(get("spawn_rate", 1.0) or 1.0),

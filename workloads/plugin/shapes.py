@@ -59,9 +59,9 @@ class OpenLoopUser(User):
         self.ctx = context(env)
         worker = locust_compat.worker_index(env.runner)
         self.rng = random.Random(f"{self.ctx.options.seed}/open-loop/{worker}")
-        self.pool = Pool(self._max_in_flight)
         # A/B: every arrival goes to each target at the same instant (one pool of idle clients each).
         self.targets = run_targets(env, self.host)
+        self.pool = Pool(self._max_in_flight * len(self.targets))
         self.idle: dict[str, list[LlmClient]] = {label: [] for label, _ in self.targets}
         self.models: dict[str, str] = {}
         for label, url in self.targets:

@@ -129,9 +129,10 @@ class SweepShape(LoadTestShape):
         mid = self._started_epoch_s + (end - self._started_epoch_s) / 2
         users, kind = self._plan[self._index]
         spec = ctx.slo_spec if ctx.slo_spec is not None else load_slo_spec()
+        labels = [label for label, _ in ctx.options.targets]  # A/B: a target with no request here breaks the level
         return measure_sweep_level(self._level_rows(self._started_epoch_s), spec, users=users, kind=kind,
                                    started_epoch_s=self._started_epoch_s, judged_from_epoch_s=mid,
-                                   judged_to_epoch_s=end)  # fmt: skip
+                                   judged_to_epoch_s=end, targets=labels)  # fmt: skip
 
     def _write(self, result: SweepResult) -> None:
         assert self.runner is not None

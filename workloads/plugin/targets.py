@@ -15,12 +15,9 @@ from urllib.parse import urlsplit
 
 import yaml
 
-__all__ = ["Target", "TargetsError", "parse_targets", "targets_from_workload_file"]
+from .errors import OptionError
 
-
-class TargetsError(ValueError):
-    """A bad ``--targets`` value or workload-file ``targets:`` (``str()``: where and why, one line)."""
-
+__all__ = ["Target", "parse_targets", "resolve_targets", "targets_from_workload_file"]
 
 #: A target as ``(label, url)``; the label names it in records, reports and the exit verdict.
 Target = tuple[str, str]
@@ -31,6 +28,7 @@ _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 def _default_label(url: str, taken: set[str]) -> str:
     parts = urlsplit(url)
     base = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{parts.hostname or 'target'}-{parts.port or ''}").strip("-.")
+    base = base if len(base) <= 34 else f"{base[:27].rstrip('-.')}-{parts.port or ''}".rstrip("-")  # room for -N
     label, n = base or "target", 1
     while label in taken:
         n += 1
@@ -40,7 +38,7 @@ def _default_label(url: str, taken: set[str]) -> str:
 
 def parse_targets(items: list[str], where: str = "--targets") -> tuple[Target, ...]:
     """``["fp8=http://a:8000", "http://b:8000"]`` -> ``(("fp8", "http://a:8000"), ("b-8000", "http://b:8000"))``;
-    :class:`TargetsError` names the bad item (a URL that is not http(s), a repeated label or URL)."""
+    :class:`OptionError` names the bad item (a URL that is not http(s), a repeated label or URL)."""
     out: list[Target] = []
     labels: set[str] = set()
     urls: set[str] = set()
@@ -54,14 +52,14 @@ def parse_targets(items: list[str], where: str = "--targets") -> tuple[Target, .
         url = url.strip().rstrip("/")
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise TargetsError(f"{where} {item!r}: expected [LABEL=]http(s)://HOST:PORT")
+            raise OptionError(f"{where} {item!r}: expected [LABEL=]http(s)://HOST:PORT")
         label = label.strip() or _default_label(url, labels)
         if not _LABEL.match(label):
-            raise TargetsError(f"{where} {item!r}: a label is letters, digits, '_', '.', '-' (at most 40)")
+            raise OptionError(f"{where} {item!r}: a label is letters, digits, '_', '.', '-' (at most 40)")
         if label in labels:
-            raise TargetsError(f"{where}: label {label!r} is given twice")
+            raise OptionError(f"{where}: label {label!r} is given twice")
         if url in urls:
-            raise TargetsError(f"{where}: {url} is given twice (one twin per endpoint)")
+            raise OptionError(f"{where}: {url} is given twice (one twin per endpoint)")
         labels.add(label)
         urls.add(url)
         out.append((label, url))
@@ -80,7 +78,7 @@ def targets_from_workload_file(path: str) -> tuple[Target, ...]:
     if raw is None:
         return ()
     if not isinstance(raw, list):
-        raise TargetsError(f"{path}: targets: expected a list of LABEL=URL or {{label, url}}")
+        raise OptionError(f"{path}: targets: expected a list of LABEL=URL or {{label, url}}")
     items = []
     for entry in raw:
         if isinstance(entry, dict) and set(entry) <= {"label", "url"} and entry.get("url"):
@@ -88,5 +86,10 @@ def targets_from_workload_file(path: str) -> tuple[Target, ...]:
         elif isinstance(entry, str):
             items.append(entry)
         else:
-            raise TargetsError(f"{path}: targets: {entry!r} is not LABEL=URL or {{label: ..., url: ...}}")
+            raise OptionError(f"{path}: targets: {entry!r} is not LABEL=URL or {{label: ..., url: ...}}")
     return parse_targets(items, where=f"{path}: targets:")
+
+
+def resolve_targets(raw: str, workload_file: str) -> tuple[Target, ...]:
+    """``--targets``, else the workload file's ``targets:`` (``()``: one target, the --host)."""
+    return parse_targets(raw.split(",")) if raw.strip() else targets_from_workload_file(workload_file)

@@ -189,11 +189,12 @@ class Lane:
         self.target, self.llm, self.model = target, llm, model
         self.rng = random.Random(seed)
         self.wait_rng = random.Random(f"{seed}/wait")  # apart: a session's draws do not shift the waits
-        self._ids = itertools.count()
+        self._sessions = itertools.count()
 
-    def next_id(self, nonce: str) -> str:
-        """The next request's id: equal on every twin (``nonce`` is the user's), unique in the run."""
-        return f"{nonce}-{next(self._ids):x}"
+    def next_session(self) -> tuple[random.Random, int]:
+        """A session's own generator and number. One draw from the lane's generator per session, so a
+        session that ended early (a failed turn) on one twin does not shift the next on the other."""
+        return random.Random(self.rng.getrandbits(64)), next(self._sessions)
 
 
 class WorkloadUser(LlmUser):
@@ -256,17 +257,20 @@ class WorkloadUser(LlmUser):
         """One session of the traffic model: each request sent, each answer handed back to it."""
         lane = lane or self.lanes[0]
         lo, hi = self.settings.think_time_s
-        session = self.builder.session(lane.rng)
+        rng, number = lane.next_session()
+        session = self.builder.session(rng)
         req = next(session, None)
-        while req is not None:
-            if self._nonce:
-                req.request_id = lane.next_id(self._nonce)
+        for turn in itertools.count():
+            if req is None:
+                return
+            if self._nonce:  # A/B: the twins' shared id of this session's turn
+                req.request_id = f"{self._nonce}-{number:x}-{turn}"
             record = self._send_on(lane, req)
             try:
                 req = session.send(lane.llm.last_text if record.ok and lane.llm is not None else None)
             except StopIteration:
                 return
-            gevent.sleep(lane.rng.uniform(lo, hi))  # the user reads, then types the next turn
+            gevent.sleep(rng.uniform(lo, hi))  # the user reads, then types the next turn
 
     def _send_on(self, lane: Lane, req: CompletionRequest) -> RequestRecord:
         if lane.model is None or lane.llm is None:

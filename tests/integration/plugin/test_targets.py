@@ -86,3 +86,55 @@ def test_open_loop_arrivals_reach_every_target_at_the_same_instant(locust_runner
     assert by_target["a"].keys() == by_target["b"].keys()  # every arrival went to both
     skew = [abs(by_target["a"][i] - by_target["b"][i]) for i in by_target["a"]]
     assert max(skew) < 0.05, max(skew)  # sent together, not one after the other's answer
+
+
+def _in_locust_process(code: str) -> str:
+    """Run ``code`` in a fresh interpreter (the plugin imports Locust, which monkey-patches first)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    return out.stdout.strip()
+
+
+def test_the_key_is_kept_off_targets_added_through_a_workload_file(tmp_path: Path) -> None:
+    wf = tmp_path / "ab.yaml"
+    wf.write_text("targets: [http://a:1, http://b:1]\n")
+    code = f"""
+from types import SimpleNamespace
+from workloads.plugin.context import RunContext
+ctx = RunContext(is_worker=False, key_host="http://a:1", api_key="sk-secret", key_targets=frozenset({{"http://a:1"}}))
+form = SimpleNamespace(api_key="sk-secret", targets="", workload_file={str(wf)!r})
+ctx.bind_key(form, "http://a:1")
+same = SimpleNamespace(api_key="", targets="http://a:1", workload_file="")
+ctx.bind_key(same, "http://a:1")
+print(repr(form.api_key), repr(same.api_key))
+"""
+    assert _in_locust_process(code) == "'' 'sk-secret'"
+
+
+def test_twins_stay_aligned_when_one_session_ends_early() -> None:
+    code = """
+from workloads.plugin.users import Lane
+a, b = Lane("a", None, None, "0/chat/0/0"), Lane("b", None, None, "0/chat/0/0")
+rng_a, _ = a.next_session()
+rng_b, _ = b.next_session()
+[rng_a.random() for _ in range(5)]  # a's session went on for more turns than b's
+rng_b.random()
+print([a.next_session()[0].random() for _ in range(3)] == [b.next_session()[0].random() for _ in range(3)])
+"""
+    assert _in_locust_process(code) == "True"
+
+
+def test_a_custom_user_class_is_refused_with_targets(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    lf = tmp_path / "custom.py"
+    lf.write_text("from locust import task\nfrom workloads.plugin import LlmUser, install\ninstall()\n"
+                  "class Mine(LlmUser):\n    @task\n    def t(self):\n        pass\n")  # fmt: skip
+    proc = subprocess.run([sys.executable, "-m", "locust", "-f", str(lf), "--headless", "-t", "2s",
+                           "--targets", "a=http://127.0.0.1:9,b=http://127.0.0.1:10"],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 3
+    assert "tokenstorm: --targets: user class(es) Mine drive only their host" in proc.stderr

@@ -55,3 +55,9 @@ def test_the_workload_file_check_accepts_targets(tmp_path: Path) -> None:
     wf = tmp_path / "ab.yaml"
     wf.write_text("targets: [http://a:8000]\nworkloads:\n  chat: {weight: 5}\n")
     assert settings_from_options(SimpleNamespace(workload_file=str(wf)))["chat"].weight == 5
+
+
+def test_a_long_hostname_gets_a_label_that_fits() -> None:
+    url = "http://llama-3-70b-instruct-fp8.inference.svc.cluster.local:8000"
+    ((label, _), (label2, _)) = parse_targets([url, url.replace(":8000", ":8001")])
+    assert len(label) <= 40 and label.endswith("-8000") and label2.endswith("-8001")

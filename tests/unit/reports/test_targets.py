@@ -37,3 +37,24 @@ def test_a_one_target_run_has_no_targets_block(tmp_path: Path) -> None:
     build_report(run_dir, load_slo_spec(text="slos:\n  chat:\n    ttft_ms: {p50: 200}\n"))
     assert "targets" not in json.loads((run_dir / "summary.json").read_text())
     assert 'id="targets"' not in (run_dir / "report.html").read_text()
+
+
+def test_one_labelled_target_and_a_target_without_judged_requests(tmp_path: Path) -> None:
+    spec = load_slo_spec(text="slos:\n  '*':\n    ttft_ms: {p50: 200}\n")
+    one = make_run_dir(tmp_path / "one", [{**request(i, 100.0), "target": "fp8"} for i in range(5)],
+                       {"status": "finished", "targets": [{"label": "fp8", "url": "http://a:1"}]})  # fmt: skip
+    result = build_report(one, spec)
+    assert result.exit_code == 0 and 'id="targets"' in (one / "report.html").read_text()
+    # b's only requests were cancelled at the end: b cannot be said to hold anything — the run fails.
+    records = [{**request(i, 100.0), "target": "a"} for i in range(5)]
+    records += [{**request(i, 100.0, ok=False, error_category="cancelled"), "target": "b"} for i in range(3)]
+    targets = [{"label": "a", "url": "http://a:1"}, {"label": "b", "url": "http://b:1"}]
+    two = make_run_dir(tmp_path / "two", records, {"status": "finished", "targets": targets})
+    result = build_report(two, spec)
+    assert result.exit_code == 1
+    broken = [(r.target, r.metric, r.note) for r in result.summary.slo_results if not r.passed]
+    assert broken == [("b", "requests", "no judged request from this target")]
+    ab = json.loads((two / "summary.json").read_text())["targets"]
+    assert ab["targets"]["a"]["verdict"] == "passed" and ab["targets"]["b"]["verdict"] == "failed"
+    assert "sentence" not in ab  # one target with an E2E p50: nothing to compare; the page still renders
+    assert "FAIL: 1 of 1 SLOs" in (two / "report.html").read_text()
