@@ -41,8 +41,11 @@ def test_headless_run_without_host_records_every_request(locust_runner) -> None:
     # three rows each request adds to the table (it read 3x the request rate before).
     with (run.csv_prefix.parent / "locust_stats.csv").open() as fh:
         rows = {(r["Type"], r["Name"]): r for r in csv.DictReader(fh)}
-    assert int(rows[("", "Aggregated")]["Request Count"]) == len(records)
-    assert int(rows[("TTFT", "chat")]["Request Count"]) == len(records)  # the TTFT row is still there
+    # (The CSV is Locust's own snapshot, written a moment apart from the JSON stats: compared within itself.)
+    e2e_rows = int(rows[("E2E", "chat")]["Request Count"])
+    assert len(records) - 2 <= e2e_rows <= len(records)
+    assert int(rows[("", "Aggregated")]["Request Count"]) == e2e_rows
+    assert int(rows[("TTFT", "chat")]["Request Count"]) == e2e_rows  # the TTFT row is still there
     for rec in records:
         assert rec["ok"] and rec["ttft_s"] <= rec["e2e_s"] <= rec["done_s"]
         assert rec["output_tokens"] > 0 and rec["prompt_tokens"] > 0
