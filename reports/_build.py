@@ -12,7 +12,7 @@ from ._junit import junit_xml
 from ._rundir import load_run
 from ._slo import SloSpec, load_slo_spec
 from ._summary import RunSummary, summarize
-from ._sweep import sweep_block
+from ._sweep import sweep_block, sweep_verdict
 
 __all__ = ["EXIT_CODES", "BuildResult", "build_report", "spec_for_run"]
 
@@ -53,6 +53,8 @@ def build_report(run_dir: Path, spec: SloSpec | None = None, run_failed_error_ra
     limit = float(run.meta.option("run_fail_error_rate", run_failed_error_rate))
     summary = summarize(run, spec, run_failed_error_rate=limit, live=live, gpu_cost_per_hour=gpu_cost_per_hour)
     summary.sweep = sweep_block(run)
+    if summary.sweep is not None and summary.verdict in ("passed", "failed"):
+        summary.verdict, summary.reason = sweep_verdict(summary.sweep)  # the knee, not the pooled levels
     report = run_dir / REPORT_FILE
     tmp = run_dir / (REPORT_FILE + ".tmp")
     tmp.write_text(render_report(run, spec, summary), encoding="utf-8")

@@ -9,11 +9,15 @@ requests that started in the level's second half (the first half is the queue se
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
+import matplotlib
+
+matplotlib.use("Agg")  # before pyplot, whatever imported this module first
+import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib import pyplot as plt
 
 from workloads.rundir import (
     SWEEP_METRICS,
@@ -32,6 +36,8 @@ from ._plots import _legend, _png
 from ._rundir import RunData, run_from_records
 from ._slo import SloSpec, dropped_nan, per_request_spec, selected, workloads_in
 from ._targets import evaluate_each_target
+
+log = logging.getLogger("tokenstorm")
 
 __all__ = ["SweepView", "measure_sweep_level", "sweep_block", "sweep_view"]
 
@@ -113,7 +119,7 @@ class SweepView:
 
 def sweep_view(run: RunData, spec: SloSpec) -> SweepView | None:
     """The sweep section of ``run``'s report; ``None`` when the run was not a sweep."""
-    result = read_sweep(run.path)
+    result = _read(run)
     if result is None or not result.levels:
         return None
     levels = sorted(result.levels, key=lambda level: level.users)
@@ -121,9 +127,32 @@ def sweep_view(run: RunData, spec: SloSpec) -> SweepView | None:
     return SweepView(result, levels, knee, _sweep_png(levels, knee, spec))
 
 
+def _read(run: RunData) -> SweepResult | None:
+    try:
+        return read_sweep(run.path)
+    except (OSError, ValueError) as exc:  # unreadable or newer: the rest of the report still comes
+        log.warning("tokenstorm: sweep.json not used: %s", exc)
+        return None
+
+
+def sweep_verdict(block: dict[str, Any]) -> tuple[str, str]:
+    """A sweep run's verdict: it passes when it found a goodput knee (a sweep means to break its
+    top levels; their pooled SLO figures are no verdict) and fails when not even its lowest level
+    met every per-request SLO."""
+    levels = block.get("levels") or []
+    if block.get("knee_users") is None:
+        lowest = min((lv["users"] for lv in levels), default=None)
+        which = f", not even {lowest} user(s)" if lowest is not None else " (no level was judged)"
+        return "failed", f"sweep: no level met every per-request SLO{which}"
+    partial = "" if block.get("complete") else " (the sweep was stopped before its last level: a lower bound)"
+    return "passed", (f"sweep: goodput knee {block['knee_users']} users, {block['knee_requests_per_s']:.3g} req/s, "
+                      f"{block['knee_output_tokens_per_s']:.0f} output tok/s with every per-request SLO met"
+                      f"{partial}; the SLO table pools every level")  # fmt: skip
+
+
 def sweep_block(run: RunData) -> dict[str, Any] | None:
     """``summary.json``'s ``sweep`` block: the knee and how far the sweep got; ``None``: not a sweep."""
-    result = read_sweep(run.path)
+    result = _read(run)
     if result is None:
         return None
     knee = sweep_knee(result.levels)

@@ -48,7 +48,7 @@ def plateau_reason(levels: list[SweepLevel]) -> str | None:
         return None
     best = max(level.requests_per_s for level in ascending[:-2])
     last = ascending[-2:]
-    if all(not level.held and level.requests_per_s < best * (1 + RISING_SHARE) for level in last):
+    if all(not level.held and level.requests_per_s <= best * (1 + RISING_SHARE) for level in last):
         return (
             f"stopped after {last[1].users} users: {last[0].users} and {last[1].users} users broke an SLO "
             f"and achieved no more than {best:.3g} req/s (+{RISING_SHARE:.0%}); more users would only queue"

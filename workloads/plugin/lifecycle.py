@@ -50,6 +50,12 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
     if ctx.is_worker:
         return
     _load_slo_spec_or_exit(environment, ctx)
+    shape = type(environment.shape_class).__name__ if environment.shape_class is not None else ""
+    if shape in ("SweepShape", "CapacitySearchShape") and any(getattr(u, "open_loop", False)
+                                                                for u in environment.user_classes):  # fmt: skip
+        sys.stderr.write(f"tokenstorm: {shape} steps closed-loop users; open-loop arrivals (open_loop.py) keep "
+                         "their --arrival-rate — sweep or search with a closed-loop locustfile\n")  # fmt: skip
+        raise SystemExit(EXIT_RUN_FAILED)
     targets = ctx.options.targets
     if targets:
         urls = [url for _, url in targets]

@@ -9,8 +9,11 @@ goodput knee — the highest level whose achieved load met every per-request SLO
   law: in a closed loop a user sends one request per unloaded round trip until the server
   saturates). Closed-loop load cannot be raised past the saturating rate, so levels that rounding
   merges are spent past it — spread geometrically up to the saturating probe — where queueing shows.
-* Each level is held ``--sweep-level-time`` seconds and judged on its second half (the first is
-  the queue settling), with the reports' own SLO evaluation — see :func:`reports.measure_sweep_level`.
+* Each level is held ``--sweep-level-time`` seconds and judged on the requests that started in its
+  second half (the first is the queue settling), with the reports' own SLO evaluation — see
+  :func:`reports.measure_sweep_level`. The users then stay at the level for half as long again (the
+  drain): the judged requests finish at the load they started under, however long they take up to
+  then, and a distributed run's workers have shipped them (every ~3 s) before the level is judged.
 * Unlike the capacity search a broken level does not end the sweep. It ends early only once two
   levels in a row broke an SLO without raising achieved requests/s 5% over the best level before
   them: at a flat throughput, more closed-loop users only lengthen the queue (latency = users /
@@ -55,6 +58,7 @@ class SweepShape(LoadTestShape):
         self._index = 0
         self._started_s = 0.0  # run time the current level started
         self._started_epoch_s = 0.0
+        self._ended: tuple[float, float] | None = None  # (run time, epoch) the level's judged half ended
         self._done = False
         self._tail: RecordTail | None = None
         self._tail_of: object = None  # the writer the tail is fed by (one per run)
@@ -69,9 +73,13 @@ class SweepShape(LoadTestShape):
         if not self._plan:
             probes = [(1, "synchronous"), (opts.sweep_max_users, "throughput")]
             self._plan = [(u, "level") for u in opts.sweep_levels] or probes
+            self._write(SweepResult(opts.sweep_level_time_s, []))  # a sweep stopped in its first level says so
             self._start(now)
-        elif now - self._started_s >= opts.sweep_level_time_s:
-            level = self._judge()
+        elif self._ended is None and now - self._started_s >= opts.sweep_level_time_s:
+            self._ended = (now, time.time())  # the judged half ends; its requests finish at this load
+        elif self._ended is not None and now - self._ended[0] >= opts.sweep_level_time_s / 2:
+            level = self._judge(self._ended[1])
+            self._ended = None
             self.levels.append(level)
             log.info("tokenstorm: sweep level %d users (%s): %s — %.3g req/s, %.0f output tok/s", level.users,
                      level.kind, "held" if level.held else "BROKE", level.requests_per_s,
@@ -84,7 +92,7 @@ class SweepShape(LoadTestShape):
                 self._finish(stopped)
                 return None
             self._write(SweepResult(opts.sweep_level_time_s, self.levels))
-            self._start(now)
+            self._start(self.get_run_time())  # after the judging: each level gets its full time
         # Reach each level at once, down as well as up (Locust stops users at the spawn rate too).
         return self._plan[self._index][0], float(max(users for users, _ in self._plan))
 
@@ -120,12 +128,11 @@ class SweepShape(LoadTestShape):
         if writer is not None and self._tail_of is not writer:
             self._tail, self._tail_of, self._pending = writer.tail(), writer, []
 
-    def _judge(self) -> SweepLevel:
+    def _judge(self, end: float) -> SweepLevel:
         from reports import load_slo_spec, measure_sweep_level  # pandas, matplotlib: on the master only
 
         assert self.runner is not None
         ctx = context(self.runner.environment)
-        end = time.time()
         mid = self._started_epoch_s + (end - self._started_epoch_s) / 2
         users, kind = self._plan[self._index]
         spec = ctx.slo_spec if ctx.slo_spec is not None else load_slo_spec()

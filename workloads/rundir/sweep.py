@@ -91,8 +91,14 @@ class SweepResult:
 
 
 def sweep_knee(levels: list[SweepLevel]) -> SweepLevel | None:
-    """The goodput knee: the level with the most users whose achieved load met every SLO."""
-    return max((level for level in levels if level.held), key=lambda level: level.users, default=None)
+    """The goodput knee: the level with the most users that met every per-request SLO *and* every
+    level with fewer users did too (a level that held above one that broke is noise, not capacity)."""
+    knee = None
+    for level in sorted(levels, key=lambda level: level.users):
+        if not level.held:
+            break
+        knee = level
+    return knee
 
 
 def write_sweep(run_dir: Path, result: SweepResult) -> None:

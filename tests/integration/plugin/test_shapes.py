@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import numpy as np
@@ -144,6 +145,14 @@ def test_sweep_finds_the_goodput_knee_at_the_emulators_saturation(locust_runner,
     assert summary["sweep"]["knee_users"] == sweep["knee_users"]
     html = (run.run_dir / "report.html").read_text()
     assert 'id="sweep"' in html and f"Goodput knee: {sweep['knee_users']} users" in html
+    # A sweep breaks its top levels by design: the verdict is the knee (found: exit 0), and JUnit
+    # has a case per level, those past the knee skipped, not failed.
+    assert run.returncode == 0 and summary["verdict"] == "passed", summary["verdict_reason"]
+    assert summary["verdict_reason"].startswith(f"sweep: goodput knee {sweep['knee_users']} users")
+    junit = ET.parse(run.run_dir / "junit.xml").getroot()
+    cases = {c.get("name"): c for c in junit.iter("testcase") if c.get("classname") == "tokenstorm.slo.sweep"}
+    assert cases["goodput knee found"].find("failure") is None
+    assert cases["16 users (throughput)"].find("skipped") is not None and junit.find(".//failure") is None
 
 
 def test_a_sweep_of_given_levels_stops_once_more_users_only_queue(locust_runner, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -160,3 +169,23 @@ def test_a_sweep_of_given_levels_stops_once_more_users_only_queue(locust_runner,
     assert [(lv["users"], lv["held"]) for lv in sweep["levels"]] == [(1, True), (4, True), (8, False), (16, False)]
     assert sweep["knee_users"] == 4 and sweep["complete"]
     assert "stopped after 16 users" in sweep["stopped_early"]
+    assert run.returncode == 0, run.output[-2000:]
+
+
+def test_a_sweep_where_even_one_user_breaks_the_slo_fails(locust_runner, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    slo = tmp_path / "slo.yaml"
+    slo.write_text("slos:\n  code:\n    ttft_ms: {p95: 50}\n")  # the emulator's TTFT is 100 ms
+    run = locust_runner(
+        "code_completion.py,locustfiles/shape_sweep.py", "--slo", str(slo), "--wait-time", "0", "--max-tokens", "8",
+        "--sweep-levels", "1,2", "--sweep-level-time", "2", "--emulator-args", "--ttft-ms 100 --itl-ms 5",
+    )  # fmt: skip
+    assert run.returncode == 1, run.output[-2000:]
+    summary = json.loads((run.run_dir / "summary.json").read_text())
+    assert summary["verdict_reason"] == "sweep: no level met every per-request SLO, not even 1 user(s)"
+
+
+def test_a_sweep_of_open_loop_arrivals_is_refused_before_any_traffic(locust_runner) -> None:  # type: ignore[no-untyped-def]
+    run = locust_runner("open_loop.py,shape_sweep.py", "-t", "5s", timeout_s=60)
+    assert run.returncode == 3
+    assert "tokenstorm: SweepShape steps closed-loop users; open-loop arrivals" in run.output
+    assert run.run_dir is None  # refused at start-up: no run directory, no traffic

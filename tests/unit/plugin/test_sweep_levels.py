@@ -52,15 +52,15 @@ def test_the_saturating_probe_does_not_count_as_the_level_below() -> None:
     assert plateau_reason(levels) is None
 
 
-def test_the_knee_is_the_highest_level_that_held(tmp_path: Path) -> None:
+def test_the_knee_is_the_highest_level_below_the_first_that_broke(tmp_path: Path) -> None:
     levels = [level(1, 3, True, "synchronous"), level(64, 12, False, "throughput"), level(2, 6, True),
               level(3, 9, True), level(4, 11.9, True), level(16, 12, False)]  # fmt: skip
     knee = sweep_knee(levels)
     assert knee is not None and knee.users == 4
     assert sweep_knee([level(1, 3, False)]) is None
-    # A noisy level below that broke does not hide a higher one that held.
+    # A level that held above one that broke is not capacity: the knee is below the first break.
     noisy = sweep_knee([level(1, 3, True), level(2, 6, False), level(3, 9, True)])
-    assert noisy is not None and noisy.users == 3
+    assert noisy is not None and noisy.users == 1
     write_sweep(tmp_path, SweepResult(5.0, levels))
     back = read_sweep(tmp_path)
     assert back is not None and back.levels == levels and back.knee_users == 4
