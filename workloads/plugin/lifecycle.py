@@ -76,6 +76,7 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
         ctx.emulator_url = emu.url
         environment.host = emu.url
         ctx.emulator = emu
+        ctx.simulated = True  # said from the start page on, before any run
         log.warning("tokenstorm: SIMULATED — no --host given, targeting the built-in emulator at %s", emu.url)
     ctx.key_host, ctx.api_key = environment.host, ctx.options.api_key
     _start_exporter(environment, ctx)

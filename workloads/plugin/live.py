@@ -35,7 +35,10 @@ __all__ = ["GPU_SERIES", "LLM_SERIES", "MAX_POINTS", "POINT_EVERY_S", "POINT_WIN
 
 POINT_EVERY_S = 2.0
 POINT_WINDOW_S = 10.0
-SETTLE_S = 4.0  # a worker ships its records every 3 s
+SETTLE_S = 7.0  # a worker ships its records every 3 s (after sending): a point waits for two batches
+#: a chart point's ITL percentiles read at most this many gaps (an even stride of each request's beyond)
+POINT_MAX_GAPS = 200_000
+_GPU_TAIL_BYTES = 4 << 20  # at most this much of gpu.jsonl is read per poll (~ hours of 8 GPUs at 1 Hz)
 #: the live SLO status judges the requests that ended in the last this many seconds — at most the
 #: newest SLO_MAX_REQUESTS of them, with at most SLO_MAX_GAPS ITL gaps: a judgement costs the master
 #: tens of milliseconds however heavy the load (a contiguous stretch of requests, so rates stay right)
@@ -100,7 +103,9 @@ class LiveWindow:
         done = _Done(start + float(row.get("done_s") or row.get("e2e_s") or 0.0), slim)
         with self._lock:
             self._records.append(done)
-            self._series.setdefault(series_key(row), {k: [None] * len(self._times) for k in LLM_SERIES})
+            key = series_key(row)
+            if key not in self._series:  # (not setdefault: its default would be built for every record)
+                self._series[key] = {k: [None] * len(self._times) for k in LLM_SERIES}
             self._advance(self._clock())
 
     def advance(self, now: float | None = None) -> None:
@@ -167,7 +172,7 @@ class LiveWindow:
             itl.setdefault(w, []).append(row["itl_gaps_s"])
         self._times.append(t)
         for w, series in self._series.items():
-            gaps = np.concatenate([np.frombuffer(a) for a in itl[w]]) if w in itl else np.zeros(0)
+            gaps = _sampled_gaps(itl.get(w, []))
             requests, errors, tokens = counts.get(w, (0.0, 0.0, 0.0))
             point = {
                 "ttft_p50_ms": _ms(percentile(ttft.get(w, ()), 50)),
@@ -187,6 +192,16 @@ class LiveWindow:
                     series[k] = series[k][::2]
             self._every_s *= 2
             self._next_t = self._times[-1] + self._every_s
+
+
+def _sampled_gaps(arrays: list[array[float]]) -> np.ndarray:
+    """A point's ITL gaps — every one, or an even stride of each request's when there are more than
+    :data:`POINT_MAX_GAPS` (a point is made in the event loop that reads the streams: it must stay cheap)."""
+    total = sum(len(a) for a in arrays)
+    if not total:
+        return np.zeros(0)
+    step = max(1, math.ceil(total / POINT_MAX_GAPS))
+    return np.concatenate([np.frombuffer(a)[::step] for a in arrays])
 
 
 class GpuHistory:
@@ -211,16 +226,20 @@ class GpuHistory:
             return {g: {k: list(v) for k, v in s.items()} for g, s in sorted(self._gpus.items())}
 
     def _new_lines(self, path: Path) -> list[bytes]:
+        cut = False
         try:
             with path.open("rb") as fh:
+                if self._offset == 0:  # first look (the page may open hours in): only the file's tail
+                    size = fh.seek(0, 2)
+                    self._offset, cut = max(0, size - _GPU_TAIL_BYTES), size > _GPU_TAIL_BYTES
                 fh.seek(self._offset)
-                chunk = fh.read()
+                chunk = fh.read(_GPU_TAIL_BYTES)
         except OSError:
             return []
         self._offset += len(chunk)
         lines = (self._partial + chunk).split(b"\n")
         self._partial = lines.pop()  # a line being written right now (or b"")
-        return lines
+        return lines[1:] if cut else lines  # a cut first line is no sample
 
     def _add(self, lines: Iterable[bytes]) -> None:
         for line in lines:
@@ -252,10 +271,27 @@ def series_key(row: dict[str, Any]) -> str:
     return f"{workload} @ {target}" if target else workload
 
 
+_RATES = frozenset({"requests_per_s", "goodput_requests_per_s", "output_tokens_per_s", "output_tokens_per_s_per_gpu"})
+
+
+def _rate_scale(rows: list[dict[str, Any]], scope: str, target: str, now: float) -> float:
+    """A rate over rows chosen by their *end* is per second of ``now`` − the first end, not of the
+    reports' first start → last end (which adds about one E2E to a short window)."""
+    sel = [r for r in rows if (not target or r.get("target") == target) and scope in ("run", r.get("workload"))
+           and not r.get("warmup")]  # fmt: skip
+    if not sel:
+        return 1.0
+    ends = [float(r["start_epoch_s"] or 0) + float(r.get("done_s") or r.get("e2e_s") or 0) for r in sel]
+    used = max(ends) - min(float(r["start_epoch_s"] or 0) for r in sel)
+    return used / max(1.0, now - min(ends))
+
+
 def judge_recent(spec: Any, rows: list[dict[str, Any]], started_epoch_s: float | None,
-                 gpu: dict[str, dict[str, list[float | None]]] | None = None) -> list[dict[str, Any]]:  # fmt: skip
+                 gpu: dict[str, dict[str, list[float | None]]] | None = None, labels: list[str] | None = None,
+                 now: float | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """Every target of SLO spec ``spec`` judged by the reports' own evaluation on ``rows`` (the
-    requests that ended in the last ``SLO_WINDOW_S`` s): ``status`` is pass, fail or no data."""
+    requests that ended in the last ``SLO_WINDOW_S`` s, up to ``now``): ``status`` is pass, fail or
+    no data. ``labels``: an A/B run's targets (one with nothing in the window fails, not vanishes)."""
     # reports (pandas, pyarrow) is loaded when the web UI first asks, not by every load generator.
     import pandas as pd
 
@@ -268,7 +304,11 @@ def judge_recent(spec: Any, rows: list[dict[str, Any]], started_epoch_s: float |
                                 for t, mem in zip(s["t"], s["mem_used_mib"], strict=True)
                                 if mem is not None and (t or 0.0) >= since])  # fmt: skip
     out = []
-    for r in evaluate_each_target(run, spec):  # A/B runs: each target's own
+    now = time.time() if now is None else now
+    for r in evaluate_each_target(run, spec, labels):  # A/B runs: each target's own
+        if r.metric in _RATES and r.measured is not None:
+            r.measured *= _rate_scale(rows, r.scope, r.target, now)
+            r.passed = r.measured <= r.threshold if r.op == "<=" else r.measured >= r.threshold
         status = "no data" if r.measured is None else "pass" if r.passed else "fail"
         where = f"{r.target}: " if r.target else ""
         out.append({"label": f"{where}{r.scope} {r.metric} {r.stat} {r.op} {r.threshold:g}", "scope": r.scope,

@@ -12,6 +12,7 @@ and draws SVG charts below the tab's table, finding its place in the DOM each ti
 from __future__ import annotations
 
 import html
+import logging
 import time
 from importlib import resources
 from typing import Any
@@ -22,6 +23,8 @@ from locust.env import Environment
 from . import locust_compat
 from .context import RunContext, context
 from .live import SLO_MAX_REQUESTS, SLO_WINDOW_S, GpuHistory, judge_recent
+
+log = logging.getLogger("tokenstorm")
 
 __all__ = ["SIMULATED", "add_live_view", "no_gpu", "script_tag"]
 
@@ -71,11 +74,24 @@ class _LiveState:
 
             spec = ctx.slo_spec if ctx.slo_spec is not None else load_slo_spec()
             rows = ctx.live.recent_rows()
-            # In a thread of gevent's pool: the event loop that reads the streams (a local runner's)
-            # goes on meanwhile instead of stalling for the judgement's tens of milliseconds.
+            self.slo_at, self.slo_of = now, ctx.run_dir  # before judging: polls meanwhile reuse the last
+            labels = [label for label, _ in ctx.options.targets]
+            # In a thread of gevent's pool, so the judgement does not hold up the event loop that reads
+            # the streams in one piece (pandas keeps the GIL, so the loop still runs in slices).
             pool = gevent.get_hub().threadpool
-            self.slo = pool.apply(judge_recent, (spec, rows, ctx.started_epoch_s, gpu))
-            self.slo_requests, self.slo_at, self.slo_of = len(rows), now, ctx.run_dir
+            try:
+                self.slo = pool.apply(judge_recent, (spec, rows, ctx.started_epoch_s, gpu, labels, time.time()))
+            except Exception as exc:  # the charts and the SIMULATED badge stay; the status says why
+                log.warning("tokenstorm: live SLO status failed: %r", exc)
+                self.slo = [
+                    {
+                        "label": "live SLO status",
+                        "measured": None,
+                        "status": "no data",
+                        "note": f"failed: {exc!r}"[:200],
+                    }
+                ]
+            self.slo_requests = len(rows)
         return self.slo
 
 

@@ -86,7 +86,7 @@ def test_a_point_waits_for_late_records_and_comes_even_when_no_request_ends() ->
     clock.now = T0 + 30
     live.advance()  # a stalled server: no records, the points still come, with nothing in them
     snap = live.snapshot()
-    assert snap["t"] == [T0 + k * POINT_EVERY_S for k in range(14)]
+    assert snap["t"] == [T0 + k * POINT_EVERY_S for k in range(int((30 - SETTLE_S) // POINT_EVERY_S) + 1)]
     assert snap["workloads"]["chat"]["requests_per_s"][-1] == 0
     assert snap["workloads"]["chat"]["ttft_p50_ms"][-1] is None
 
@@ -175,3 +175,24 @@ def test_ab_runs_get_a_line_and_an_slo_status_per_target() -> None:
     assert status["fast: chat ttft_ms p50 <= 200"]["status"] == "pass"
     assert status["slow: chat ttft_ms p50 <= 200"]["status"] == "fail"
     assert status["slow: chat ttft_ms p50 <= 200"]["measured"] == pytest.approx(300.0)
+
+
+def test_live_rate_slos_are_per_second_of_the_window_not_of_first_start_to_last_end() -> None:
+    # 20 requests of 10 s each ended one a second over the last 20 s: 1 request/s. The reports' window
+    # (first start -> last end) would read 20 / 29 s.
+    spec = load_slo_spec(text="slos:\n  run:\n    requests_per_s: {min: 0.9}\n")
+    live, clock = window_at(T0)
+    for i in range(20):
+        live.observe(row(T0 + 40 + i, ttft_s=1.0, gaps=(9.0,)))
+    clock.now = T0 + 60
+    status = judge_recent(spec, live.recent_rows(), T0, now=clock.now)
+    assert status[0]["status"] == "pass" and status[0]["measured"] == pytest.approx(1.0, rel=0.06)
+
+
+def test_an_ab_target_with_nothing_in_the_window_fails_instead_of_vanishing() -> None:
+    spec = load_slo_spec(text="slos:\n  chat:\n    ttft_ms: {p50: 200}\n")
+    live, clock = window_at(T0)
+    live.observe({**row(T0 + 5, ttft_s=0.1), "target": "fast"})
+    clock.now = T0 + 10
+    status = {s["label"]: s["status"] for s in judge_recent(spec, live.recent_rows(), T0, labels=["fast", "hung"])}
+    assert status == {"fast: chat ttft_ms p50 <= 200": "pass", "hung: run requests judged >= 1": "fail"}
