@@ -81,8 +81,11 @@ EXAMPLES = {"ab": example_ab, "sweep": example_sweep, "cost": example_cost}
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("examples", nargs="*", choices=[*EXAMPLES, []], default=list(EXAMPLES))
+    p.add_argument("examples", nargs="*", help=f"some of {', '.join(EXAMPLES)} (default: all)")
     args = p.parse_args()
+    unknown = [e for e in args.examples if e not in EXAMPLES]
+    if unknown:
+        p.error(f"unknown example(s) {', '.join(unknown)}: choose from {', '.join(EXAMPLES)}")
     DOCS.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.examples or EXAMPLES:
