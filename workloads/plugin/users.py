@@ -173,9 +173,13 @@ class LlmUser(User):
 
     def send(self, req: CompletionRequest) -> RequestRecord:
         """Send one request, record it, and report it to Locust's live stats."""
-        if self.model is None or self.llm is None:
+        return self.send_with(self.llm, self.model, req)
+
+    def send_with(self, llm: LlmClient | None, model: str | None, req: CompletionRequest) -> RequestRecord:
+        """:meth:`send` on ``llm`` for ``model`` (an A/B twin's own connection and model)."""
+        if model is None or llm is None:
             raise StopUser()  # the target is unusable (reported once in the log)
-        record = send(self.environment, self.llm, req, self.model, self.default_max_tokens)
+        record = send(self.environment, llm, req, model, self.default_max_tokens)
         if record.error_category == ErrorCategory.CANCELLED:
             raise gevent.GreenletExit()  # finish stopping; Locust does not count it either
         return record
@@ -265,20 +269,12 @@ class WorkloadUser(LlmUser):
                 return
             if self._nonce:  # A/B: the twins' shared id of this session's turn
                 req.request_id = f"{self._nonce}-{number:x}-{turn}"
-            record = self._send_on(lane, req)
+            record = self.send_with(lane.llm, lane.model, req)
             try:
                 req = session.send(lane.llm.last_text if record.ok and lane.llm is not None else None)
             except StopIteration:
                 return
             gevent.sleep(rng.uniform(lo, hi))  # the user reads, then types the next turn
-
-    def _send_on(self, lane: Lane, req: CompletionRequest) -> RequestRecord:
-        if lane.model is None or lane.llm is None:
-            raise StopUser()  # the target is unusable (reported once in the log)
-        record = send(self.environment, lane.llm, req, lane.model, self.default_max_tokens)
-        if record.error_category == ErrorCategory.CANCELLED:
-            raise gevent.GreenletExit()  # finish stopping; Locust does not count it either
-        return record
 
 
 def user_class(name: str) -> type[WorkloadUser]:
