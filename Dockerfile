@@ -4,7 +4,8 @@
 FROM python:3.11-slim
 ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
+COPY tokenstorm ./tokenstorm
 COPY workloads ./workloads
 COPY emulator ./emulator
 COPY monitors ./monitors

@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_truth.py --host http://127.0.0.1:8000 [--users 8]
         [--max-tokens 64] [--run-time 12s] [--processes 2] [--no-server-metrics] [--repeat 3]
+        [--vllm-bench --tokenizer MODEL_DIR]
 
 Drives the server with ``locustfiles/chat.py`` exactly as a user would (headless, single-turn
 chat from a ShareGPT file of 128 prompts of ~45 words, ``--wait-time 0``, ``--ignore-eos``),
@@ -12,7 +13,14 @@ scrapes vLLM's ``/metrics`` before and after, and prints, per run:
   ``vllm:request_time_per_output_token_seconds`` (and ``vllm:inter_token_latency_seconds``
   beside the records' mean ITL gap) — the buckets are too coarse at CPU speeds for medians;
 * "bunched" records (more than half of their ITL gaps are exactly 0: the stream was read
-  at once, not as it arrived) and records breaking ``ttfc <= ttft <= e2e <= done``.
+  at once, not as it arrived) and records breaking ``ttfc <= ttft <= e2e <= done``;
+* the client's own account of its timing (issue #19): the share of token events and of TTFTs it
+  flagged as read late, the p99 read lag, and the run's verdict (``unreliable`` when not trustworthy).
+
+``--vllm-bench`` alternates each run with ``vllm bench serve`` (``.venv-vllm``, openai-chat, random
+prompts, the same concurrency, output length and ``ignore_eos``, as many prompts as the previous
+tokenstorm run completed) against the same server, and prints the same columns for it from its
+detailed result (per-request TTFT and ITLs) beside vLLM's ``/metrics`` over its run.
 
 What to expect: the client's TTFT includes the HTTP request's trip through the API server
 (tokenising, scheduling) that vLLM's TTFT starts after, so it sits a few ms above vLLM's;
@@ -91,7 +99,16 @@ def record_figures(records: list[dict[str, Any]]) -> dict[str, Any]:
         "zero_gap_pct": 100.0 * sum(g == 0 for g in gaps) / len(gaps) if gaps else 0.0,
         "itl_p99": statistics.quantiles(gaps, n=100)[98] if len(gaps) > 100 else None,
         "order_violations": len(broken),
+        "small_gap_pct": 100.0 * sum(g < 100e-6 for g in gaps) / len(gaps) if gaps else 0.0,
+        # the client's own account of its timing: events it knows were stamped late, TTFTs among them
+        "late_pct": 100.0 * sum(r.get("late_events") or 0 for r in done) / max(1, sum(r["token_events"] for r in done)),
+        "ttft_late_pct": 100.0 * sum(bool(r.get("ttft_late")) for r in done) / len(done) if done else 0.0,
+        "read_lag_p99": _p99([r["read_lag_max_s"] for r in done if r.get("read_lag_max_s") is not None]),
     }
+
+
+def _p99(values: list[float]) -> float | None:
+    return statistics.quantiles(values, n=100)[98] if len(values) > 100 else (max(values) if values else None)
 
 
 def timing_violation(r: dict[str, Any]) -> bool:
@@ -136,7 +153,63 @@ def run_once(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     records = [r.as_row() for r in read_records(run_dir)]
     figures = record_figures(records)
     figures["cpu_s"] = cpu_s
-    return {"client": figures, "server": server_means(before, after), "exit": proc.returncode}
+    summary_path = run_dir / "summary.json"
+    verdict = json.loads(summary_path.read_text()).get("verdict", "?") if summary_path.exists() else "?"
+    return {"client": figures, "server": server_means(before, after), "exit": proc.returncode, "verdict": verdict}
+
+
+VLLM_PYTHON = Path(os.environ.get("TOKENSTORM_VLLM_PYTHON", ROOT / ".venv-vllm" / "bin" / "python"))
+VLLM_BENCH = """
+import sys
+from vllm.benchmarks.serve import add_cli_args, main
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+parser = FlexibleArgumentParser()
+add_cli_args(parser)
+main(parser.parse_args(sys.argv[1:]))
+"""
+
+
+def run_vllm_bench(args: argparse.Namespace, workdir: Path, prompts: int) -> dict[str, Any]:
+    """One ``vllm bench serve`` run against the same server; its figures in the columns above."""
+    cmd = [
+        str(VLLM_PYTHON), "-c", VLLM_BENCH, "--backend", "openai-chat", "--base-url", args.host,
+        "--endpoint", "/v1/chat/completions", "--model", args.model or "tiny", "--tokenizer", args.tokenizer,
+        "--dataset-name", "random", "--random-input-len", "60", "--random-output-len", str(args.max_tokens),
+        "--ignore-eos", "--num-prompts", str(prompts), "--max-concurrency", str(args.users),
+        "--save-result", "--save-detailed", "--result-dir", str(workdir), "--result-filename", "vllm.json",
+        "--disable-tqdm",
+    ]  # fmt: skip
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    before = scrape_histogram_totals(args.host)
+    proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=600, env=env)
+    after = scrape_histogram_totals(args.host)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout[-2000:] + proc.stderr[-2000:])
+        return {"client": None, "server": server_means(before, after), "exit": proc.returncode, "verdict": "-"}
+    doc = json.loads((workdir / "vllm.json").read_text())
+    ok = [i for i, e in enumerate(doc.get("errors") or []) if not e]
+    itls = [doc["itls"][i] for i in ok if doc["itls"][i]]
+    gaps = [g for per in itls for g in per]
+    figures = {
+        "records": len(ok),
+        "ttft": statistics.fmean(doc["ttfts"][i] for i in ok) if ok else None,
+        "tpot": statistics.fmean(sum(per) / len(per) for per in itls) if itls else None,
+        "itl": statistics.fmean(gaps) if gaps else None,
+        "bunched": sum(1 for per in itls if sum(g < 100e-6 for g in per) > len(per) / 2),
+        "order_violations": 0,
+        "cpu_s": 0.0,
+        "zero_gap_pct": 100.0 * sum(g == 0 for g in gaps) / len(gaps) if gaps else 0.0,
+        "small_gap_pct": 100.0 * sum(g < 100e-6 for g in gaps) / len(gaps) if gaps else 0.0,
+        "itl_p99": statistics.quantiles(gaps, n=100)[98] if len(gaps) > 100 else None,
+        "late_pct": None,
+        "ttft_late_pct": None,
+        "read_lag_p99": None,
+    }
+    return {"client": figures, "server": server_means(before, after), "exit": 0, "verdict": "-"}
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}%"
 
 
 def _ms(v: float | None) -> str:
@@ -154,23 +227,38 @@ def main() -> None:
     ap.add_argument("--no-server-metrics", action="store_true")
     ap.add_argument("--monitor-interval", type=float, default=0.0, help="seconds between /metrics scrapes")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--vllm-bench", action="store_true", help="alternate each run with `vllm bench serve`")
+    ap.add_argument("--tokenizer", default="", help="the served model's directory (for --vllm-bench's prompts)")
     args = ap.parse_args()
+    if args.vllm_bench and not args.tokenizer:
+        ap.error("--vllm-bench needs --tokenizer MODEL_DIR (vllm bench serve makes its prompts with it)")
     columns = ("run", "recs", "TTFT cli", "TTFT vllm", "diff", "TPOT cli", "TPOT vllm", "ratio", "ITL cli",
-               "ITL vllm", "bunched", "order", "cli CPU s", "0-gaps", "ITL p99")  # fmt: skip
+               "ITL vllm", "bunched", "order", "cli CPU s", "0-gaps", "<100us", "ITL p99", "late ev", "late TTFT",
+               "lag p99", "verdict")  # fmt: skip
     print(" ".join(f"{c:>9}" for c in columns))
     for i in range(args.repeat):
         with tempfile.TemporaryDirectory(prefix="bench-truth-") as tmp:
             res = run_once(args, Path(tmp))
-        c, s = res["client"], res["server"]
-        diff = None if c["ttft"] is None or s["ttft"] is None else c["ttft"] - s["ttft"]
-        ratio = f"{c['tpot'] / s['tpot']:.3f}" if c["tpot"] and s["tpot"] else "n/a"
-        cells = (
-            i + 1, c["records"], _ms(c["ttft"]), _ms(s["ttft"]), _ms(diff), _ms(c["tpot"]), _ms(s["tpot"]), ratio,
-            _ms(c["itl"]), _ms(s["itl"]), c["bunched"], c["order_violations"], f"{c['cpu_s']:.2f}",
-            f"{c['zero_gap_pct']:.1f}%", _ms(c["itl_p99"]),
-        )  # fmt: skip
-        tail = "" if res["exit"] == 0 else f"  (locust exit {res['exit']})"
-        print(" ".join(f"{v:>9}" for v in cells) + tail, flush=True)
+        _print_row(f"{i + 1}", res)
+        if args.vllm_bench:
+            with tempfile.TemporaryDirectory(prefix="bench-truth-vllm-") as tmp:
+                res = run_vllm_bench(args, Path(tmp), max(50, res["client"]["records"]))
+            if res["client"] is not None:
+                _print_row(f"{i + 1}-vllm", res)
+
+
+def _print_row(name: str, res: dict[str, Any]) -> None:
+    c, s = res["client"], res["server"]
+    diff = None if c["ttft"] is None or s["ttft"] is None else c["ttft"] - s["ttft"]
+    ratio = f"{c['tpot'] / s['tpot']:.3f}" if c["tpot"] and s["tpot"] else "n/a"
+    cells = (
+        name, c["records"], _ms(c["ttft"]), _ms(s["ttft"]), _ms(diff), _ms(c["tpot"]), _ms(s["tpot"]), ratio,
+        _ms(c["itl"]), _ms(s["itl"]), c["bunched"], c["order_violations"], f"{c['cpu_s']:.2f}",
+        _pct(c["zero_gap_pct"]), _pct(c["small_gap_pct"]), _ms(c["itl_p99"]), _pct(c["late_pct"]),
+        _pct(c["ttft_late_pct"]), _ms(c["read_lag_p99"]), res["verdict"],
+    )  # fmt: skip
+    tail = "" if res["exit"] in (0, 5) else f"  (exit {res['exit']})"
+    print(" ".join(f"{v:>9}" for v in cells) + tail, flush=True)
 
 
 if __name__ == "__main__":

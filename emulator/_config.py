@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 __all__ = ["FAULT_KINDS", "REASONING_FORMATS", "EmulatorConfig"]
 
 #: Faults the emulator can inject, by the name used in ``--fault`` and ``X-Emulator-Fault``.
-FAULT_KINDS = ("429", "500", "503", "refuse", "drop", "malformed", "stall", "no_done")
+#: ``echo_auth``: an HTTP 500 whose message repeats the request's credentials, as some gateways do.
+FAULT_KINDS = ("429", "500", "503", "refuse", "drop", "malformed", "stall", "no_done", "echo_auth")
 #: How reasoning is streamed (``--reasoning-format``): a field, tags in content, or a pre-filled tag.
 REASONING_FORMATS = ("field", "tags", "prefilled")
 
@@ -31,11 +32,15 @@ class EmulatorConfig:
     max_num_seqs: int = 256
     max_model_len: int = 131072
     kv_cache_tokens: int = 1_000_000
+    #: tokens per KV-cache block, as vLLM's --block-size (said in /metrics' vllm:cache_config_info; no effect
+    #: on timing)
+    block_size: int = 16
     natural_output_tokens: int = 200
     empty_chunk_share: float = 0.0
     reasoning_share: float = 0.3
     reasoning_format: str = "field"
-    seed: int = 0
+    #: seed of every random draw; ``None``: a fresh one per server (``EmulatorServer.seed`` says which)
+    seed: int | None = None
     faults: dict[str, float] = field(default_factory=dict)
     stall_s: float = 3600.0
     truth_log: str | None = None
@@ -52,6 +57,8 @@ class EmulatorConfig:
             raise ValueError("reasoning_share must be in [0, 1]")
         if self.tokens_per_chunk < 1 or self.max_num_seqs < 1:
             raise ValueError("tokens_per_chunk and max_num_seqs must be >= 1")
+        if self.block_size < 1:
+            raise ValueError("block_size must be >= 1")
         for kind, prob in self.faults.items():
             if kind not in FAULT_KINDS:
                 raise ValueError(f"unknown fault {kind!r}; known: {', '.join(FAULT_KINDS)}")

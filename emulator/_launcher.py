@@ -9,6 +9,8 @@ import tempfile
 import time
 from typing import IO
 
+from ._args import check_args
+
 __all__ = ["EmulatorProcess"]
 
 _READY_PREFIX = "tokenstorm emulator (SIMULATED vLLM) listening on "
@@ -18,10 +20,14 @@ class EmulatorProcess:
     """A running ``python -m emulator``; ``url`` is where it listens.
 
     Use as a context manager, or call :meth:`stop`. Extra CLI flags (``--ttft-ms 300``,
-    ``--fault drop=1``...) are passed through.
+    ``--fault drop=1``...) are passed through; ones it cannot run with raise ``ValueError``
+    with the one line :func:`~emulator.check_args` gives, before any process starts.
     """
 
     def __init__(self, *args: str, startup_timeout_s: float = 20.0) -> None:
+        problem = check_args(args)
+        if problem is not None:
+            raise ValueError(problem)
         cmd = [sys.executable, "-m", "emulator", "--port", "0", "--exit-with-stdin", *args]
         env = dict(os.environ)
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

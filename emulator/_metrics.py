@@ -32,7 +32,7 @@ _LATENCY_BUCKETS = (
 class EmulatorMetrics:
     """The subset of vLLM's ``/metrics`` that tokenstorm reads."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, cache_config: dict[str, str] | None = None) -> None:
         self.registry = CollectorRegistry()
         labels = ["model_name", "engine"]
         self._labels = {"model_name": model, "engine": "0"}
@@ -49,6 +49,10 @@ class EmulatorMetrics:
         self.ttft = Histogram("vllm:time_to_first_token_seconds", "TTFT", labels, buckets=_LATENCY_BUCKETS, registry=r)
         self.itl = Histogram("vllm:inter_token_latency_seconds", "ITL", labels, buckets=_LATENCY_BUCKETS, registry=r)
         self.e2e = Histogram("vllm:e2e_request_latency_seconds", "E2E", labels, buckets=_LATENCY_BUCKETS, registry=r)
+        if cache_config:  # vLLM's engine configuration, as it exposes it: a gauge of 1 with the settings as labels
+            info = Gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", sorted(cache_config),
+                         registry=r)  # fmt: skip
+            info.labels(**cache_config).set(1)
         for metric in (
             self.running,
             self.waiting,

@@ -14,7 +14,22 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Plan", "estimate_prompt_tokens", "filler_text", "sse_event", "tagged_text", "usage_event", "whole_response"]
+__all__ = [
+    "ERROR_FAULTS",
+    "Plan",
+    "estimate_prompt_tokens",
+    "fault_error",
+    "filler_text",
+    "sse_event",
+    "tagged_text",
+    "usage_event",
+    "whole_response",
+]
+
+#: Faults answered with an HTTP error and a JSON body instead of a completion.
+ERROR_FAULTS = ("429", "500", "503", "echo_auth")
+#: Headers the ``echo_auth`` fault repeats, by their lower-cased name, as the error shows them.
+_ECHOED_HEADERS = {"authorization": "Authorization", "api-key": "api-key", "x-api-key": "x-api-key"}
 
 _WORDS = [
     "the",
@@ -166,3 +181,17 @@ def whole_response(plan: Plan, text: str) -> dict[str, Any]:
         "choices": [choice],
         "usage": _usage(plan.prompt_tokens, plan.output_tokens),
     }
+
+
+def fault_error(fault: str, headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    """The HTTP status and vLLM-shaped JSON error body of an error fault (one of :data:`ERROR_FAULTS`).
+
+    ``echo_auth`` is a 500 whose message repeats the request's credential headers verbatim, as a
+    gateway that echoes headers in its errors does: what a client must mask before it logs them.
+    """
+    if fault == "echo_auth":
+        echoed = "; ".join(f"{shown}: {headers[name]}" for name, shown in _ECHOED_HEADERS.items() if name in headers)
+        message = "emulated gateway error; request headers " + (echoed or "(no credentials sent)")
+        return 500, {"error": {"message": message, "type": "InternalServerError", "param": None, "code": 500}}
+    status = int(fault)
+    return status, {"error": {"message": f"emulated HTTP {status}", "type": "EmulatedError", "code": status}}

@@ -4,8 +4,9 @@ It runs in its own process so that the load generator's gevent scheduling never 
 the timings it imposes. Every chunk is written at an absolute deadline on the event loop's
 monotonic clock, and the times it was really written are kept per request (``/emulator/truth``
 and the optional truth log) so tests can compare the client's measurements with the truth.
-The OpenAI-compatible JSON bodies live in ``_payloads``; this module holds the HTTP plumbing,
-the pacing and capacity model, fault injection and the truth record.
+The OpenAI-compatible JSON bodies live in ``_payloads``, what it says of itself (version, model
+list, engine configuration) in ``_about``, the HTTP/1.1 framing in ``_http``; this module holds the
+routes, the pacing and capacity model, fault injection and the truth record.
 """
 
 from __future__ import annotations
@@ -15,49 +16,43 @@ import contextlib
 import json
 import math
 import random
+import secrets
 import socket
-import struct
 import time
 import uuid
 from collections import deque
 from typing import Any, TextIO
 
+from ._about import cache_config_labels, models_body, server_version
 from ._config import FAULT_KINDS, EmulatorConfig
+from ._http import Request, chunk, read_request, reset, send, send_json
 from ._metrics import EmulatorMetrics
-from ._payloads import Plan, estimate_prompt_tokens, filler_text, sse_event, tagged_text, usage_event, whole_response
+from ._payloads import (
+    ERROR_FAULTS,
+    Plan,
+    estimate_prompt_tokens,
+    fault_error,
+    filler_text,
+    sse_event,
+    tagged_text,
+    usage_event,
+    whole_response,
+)
 from ._truth import Truth, prompt_digest, truth_dict
 
 __all__ = ["EmulatorServer"]
 
-_REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    401: "Unauthorized",
-    404: "Not Found",
-    429: "Too Many Requests",
-    500: "Internal Server Error",
-    503: "Service Unavailable",
-}
-
-
-class _Request:
-    __slots__ = ("body", "headers", "method", "path")
-
-    def __init__(self, method: str, path: str, headers: dict[str, str], body: bytes) -> None:
-        self.method = method
-        self.path = path
-        self.headers = headers
-        self.body = body
-
 
 class EmulatorServer:
-    """Serves ``/v1/models``, ``/v1/chat/completions``, ``/v1/completions``, ``/health``, ``/metrics``."""
+    """Serves ``/v1/models``, ``/v1/chat/completions``, ``/v1/completions``, ``/health``, ``/version``, ``/metrics``."""
 
     def __init__(self, config: EmulatorConfig) -> None:
         config.validate()
         self.config = config
-        self.metrics = EmulatorMetrics(config.model)
-        self._rng = random.Random(config.seed)
+        self.metrics = EmulatorMetrics(config.model, cache_config_labels(config))
+        #: the seed of this server's draws: ``config.seed``, or a fresh one so runs differ (``--seed`` replays)
+        self.seed = config.seed if config.seed is not None else secrets.randbits(32)
+        self._rng = random.Random(self.seed)
         self._slots = asyncio.Semaphore(config.max_num_seqs)
         self._running = 0
         self._waiting = 0
@@ -85,7 +80,7 @@ class EmulatorServer:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
             while True:
-                req = await _read_request(reader)
+                req = await read_request(reader)
                 if req is None:
                     break
                 keep_alive = await self._dispatch(req, writer)
@@ -97,63 +92,54 @@ class EmulatorServer:
             if not writer.transport.is_closing():
                 writer.close()
 
-    async def _dispatch(self, req: _Request, writer: asyncio.StreamWriter) -> bool:
+    async def _dispatch(self, req: Request, writer: asyncio.StreamWriter) -> bool:
         path = req.path.split("?", 1)[0]
         if req.method == "GET" and path == "/health":
-            return await _send(writer, 200, b"", "text/plain")
+            return await send(writer, 200, b"", "text/plain")
         key = self.config.api_key
         if key and path.startswith("/v1/") and req.headers.get("authorization") != f"Bearer {key}":
-            return await _send_json(writer, 401, {"error": {"message": "Unauthorized", "code": 401}})
+            return await send_json(writer, 401, {"error": {"message": "Unauthorized", "code": 401}})
         if req.method == "GET" and path == "/v1/models":
-            body = {
-                "object": "list",
-                "data": [
-                    {
-                        "id": self.config.model,
-                        "object": "model",
-                        "owned_by": "tokenstorm",
-                        "max_model_len": self.config.max_model_len,
-                    }
-                ],
-            }
-            return await _send_json(writer, 200, body)
+            return await send_json(writer, 200, models_body(self.config))
+        if req.method == "GET" and path == "/version":
+            return await send_json(writer, 200, {"version": server_version()})
         if req.method == "GET" and path == "/metrics":
             self._refresh_gauges()
-            return await _send(writer, 200, self.metrics.render(), "text/plain; version=0.0.4")
+            return await send(writer, 200, self.metrics.render(), "text/plain; version=0.0.4")
         if req.method == "GET" and path == "/emulator/truth":
-            return await _send_json(writer, 200, [truth_dict(t) for t in self._truths])
+            return await send_json(writer, 200, [truth_dict(t) for t in self._truths])
         if req.method == "GET" and path == "/emulator/config":
-            return await _send_json(
+            return await send_json(
                 writer,
                 200,
-                {"ttft_s": self.config.ttft_s, "itl_s": self.config.itl_s, "max_num_seqs": self.config.max_num_seqs},
+                {
+                    "ttft_s": self.config.ttft_s,
+                    "itl_s": self.config.itl_s,
+                    "max_num_seqs": self.config.max_num_seqs,
+                    "seed": self.seed,
+                },
             )
         if req.method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
             return await self._completion(req, writer, chat=path.endswith("chat/completions"))
-        return await _send_json(writer, 404, {"error": {"message": f"no route {path}", "code": 404}})
+        return await send_json(writer, 404, {"error": {"message": f"no route {path}", "code": 404}})
 
     # -- completions --------------------------------------------------------------------
-    async def _completion(self, req: _Request, writer: asyncio.StreamWriter, chat: bool) -> bool:
+    async def _completion(self, req: Request, writer: asyncio.StreamWriter, chat: bool) -> bool:
         arrived = time.perf_counter()
         try:
             body = json.loads(req.body)
             if not isinstance(body, dict):
                 raise ValueError("body is not an object")
         except ValueError as exc:
-            return await _send_json(
+            return await send_json(
                 writer, 400, {"error": {"message": f"invalid JSON body: {exc}", "type": "BadRequestError", "code": 400}}
             )
         fault = self._pick_fault(req.headers.get("x-emulator-fault"))
         if fault == "refuse":
-            _reset(writer)
+            reset(writer)
             return False
-        if fault in ("429", "500", "503"):
-            status = int(fault)
-            return await _send_json(
-                writer,
-                status,
-                {"error": {"message": f"emulated HTTP {status}", "type": "EmulatedError", "code": status}},
-            )
+        if fault in ERROR_FAULTS:
+            return await send_json(writer, *fault_error(fault, req.headers))
         prompt_tokens = estimate_prompt_tokens(body, chat)
         max_tokens = body.get("max_tokens") or body.get("max_completion_tokens")
         if not isinstance(max_tokens, int) or max_tokens < 1:
@@ -210,7 +196,7 @@ class EmulatorServer:
             else:
                 await _sleep_until(start + truth.imposed_ttft_s + self.config.itl_s * (output_tokens - 1))
                 generated = output_tokens
-                keep = await _send_json(writer, 200, whole_response(plan, filler_text(self._rng, output_tokens)))
+                keep = await send_json(writer, 200, whole_response(plan, filler_text(self._rng, output_tokens)))
             if keep or fault is None:
                 e2e = time.perf_counter() - arrived
                 self.metrics.e2e.labels(**self.metrics.lab()).observe(e2e)
@@ -236,7 +222,7 @@ class EmulatorServer:
         created = int(time.time())
         if plan.chat:
             writer.write(
-                _chunk(
+                chunk(
                     sse_event(
                         plan, rid, created, {"role": "assistant", "content": ""}, None, 0 if plan.continuous else None
                     )
@@ -265,7 +251,7 @@ class EmulatorServer:
                     writer.transport.abort()
                     return False, sent_tokens
                 if fault == "malformed":
-                    writer.write(_chunk(b'data: {"id": "broken", "choices": [\n\n'))
+                    writer.write(chunk(b'data: {"id": "broken", "choices": [\n\n'))
                 if fault == "stall":
                     await asyncio.sleep(cfg.stall_s)
             finish = plan.finish if sent_tokens + k == plan.output_tokens else None
@@ -284,7 +270,7 @@ class EmulatorServer:
             else:
                 delta = {"text": text}
             sent_tokens += k
-            writer.write(_chunk(sse_event(plan, rid, created, delta, finish, sent_tokens if plan.continuous else None)))
+            writer.write(chunk(sse_event(plan, rid, created, delta, finish, sent_tokens if plan.continuous else None)))
             now = time.perf_counter()
             if answer_begins:
                 truth.ttft_answer_s = now - arrived
@@ -300,9 +286,9 @@ class EmulatorServer:
                 await writer.drain()
         self._kv_tokens -= sent_tokens
         if plan.include_usage:
-            writer.write(_chunk(usage_event(plan, rid, created, sent_tokens)))
+            writer.write(chunk(usage_event(plan, rid, created, sent_tokens)))
         if fault != "no_done":
-            writer.write(_chunk(b"data: [DONE]\n\n"))
+            writer.write(chunk(b"data: [DONE]\n\n"))
         writer.write(b"0\r\n\r\n")
         await writer.drain()
         return True, sent_tokens
@@ -333,47 +319,3 @@ async def _sleep_until(deadline: float) -> None:
     delay = deadline - time.perf_counter()
     if delay > 0:
         await asyncio.sleep(delay)
-
-
-def _chunk(data: bytes) -> bytes:
-    return b"%x\r\n%b\r\n" % (len(data), data)
-
-
-async def _read_request(reader: asyncio.StreamReader) -> _Request | None:
-    try:
-        head = await reader.readuntil(b"\r\n\r\n")
-    except asyncio.IncompleteReadError:
-        return None
-    lines = head.decode("latin-1").split("\r\n")
-    method, target, _ = lines[0].split(" ", 2)
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        if ":" in line:
-            name, value = line.split(":", 1)
-            headers[name.strip().lower()] = value.strip()
-    length = int(headers.get("content-length", "0") or 0)
-    body = await reader.readexactly(length) if length else b""
-    return _Request(method.upper(), target, headers, body)
-
-
-async def _send(writer: asyncio.StreamWriter, status: int, body: bytes, ctype: str) -> bool:
-    head = (
-        f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\ncontent-type: {ctype}\r\n"
-        f"content-length: {len(body)}\r\n\r\n"
-    ).encode()
-    writer.write(head + body)
-    await writer.drain()
-    return True
-
-
-async def _send_json(writer: asyncio.StreamWriter, status: int, obj: Any) -> bool:
-    return await _send(writer, status, json.dumps(obj).encode(), "application/json")
-
-
-def _reset(writer: asyncio.StreamWriter) -> None:
-    """Close with a TCP RST, as a server that refuses or crashes does."""
-    sock = writer.get_extra_info("socket")
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    writer.transport.abort()

@@ -2,7 +2,8 @@
 
 Used by the Locust master (or local runner) once per interval: pulls new samples from a GPU
 sidecar (``/samples?since=``) or samples local GPUs, scrapes the target's ``/metrics``, and
-appends both to ``gpu.jsonl`` / ``server.jsonl`` on the requests' wall-clock axis. A source
+appends both to ``gpu.jsonl`` / ``server.jsonl`` on the requests' wall-clock axis; the GPUs' names,
+memory and driver go to ``gpus.json`` once, when they are first read (run.json's ``gpus``). A source
 that stops answering gets one :class:`MonitorGap` line per outage and one log line; the load
 test is never interrupted by a monitor.
 """
@@ -17,8 +18,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any
 
+from workloads.rundir.gpus import gpu_identity, write_gpus
 from workloads.rundir.samples import MonitorGap, to_line
 
+from ._identity import gpus_from_rows, gpus_of
 from ._sidecar import GpuSampler
 from ._vllm_metrics import MetricsUnavailable, ServerMetricsScraper
 
@@ -38,14 +41,18 @@ class RunMonitor:
         targets: list[tuple[str, str]] | None = None,
         gpu_monitor: str | None = None,
         local_sampler: GpuSampler | None = None,
-        api_key: str | None = None,
+        authorization: dict[str, str] | None = None,
         timeout_s: float = 3.0,
     ) -> None:
+        self._run_dir = run_dir
+        self._gpus_written = False
         self._gpu_fh: IO[str] = (run_dir / "gpu.jsonl").open("a", encoding="utf-8")
         self._server_fh: IO[str] = (run_dir / "server.jsonl").open("a", encoding="utf-8")
         # One scraper per target (A/B runs: each sample carries its target's label).
         pairs = targets or ([("", target_url)] if target_url else [])
-        self._scrapers = {label: ServerMetricsScraper(url, timeout_s, api_key) for label, url in pairs}
+        auth = authorization or {}
+        self._scrapers = {label: ServerMetricsScraper(url, timeout_s, authorization=auth.get(url.rstrip("/")))
+                          for label, url in pairs}  # fmt: skip
         self._sidecar = gpu_monitor.rstrip("/") if gpu_monitor and gpu_monitor != "local" else None
         self._local = local_sampler
         self._timeout_s = timeout_s
@@ -74,6 +81,8 @@ class RunMonitor:
                 return
             self._up("gpu", f"GPU sidecar {self._sidecar}")
             self._write_gpu(rows)
+            if not self._gpus_written and rows:
+                self._write_gpus(self._sidecar_gpus() or gpus_from_rows(rows))
         elif self._local is not None:
             try:
                 batch = sample_fn(self._local.sample) if sample_fn else self._local.sample()
@@ -82,6 +91,8 @@ class RunMonitor:
                 return
             self._up("gpu", "local GPU sampling")
             self._write_gpu([asdict(s) for s in batch])
+            if not self._gpus_written and batch:
+                self._write_gpus(gpus_of(self._local) or gpus_from_rows([asdict(s) for s in batch]))
 
     def poll_server(self) -> None:
         """Scrape each target's /metrics once."""
@@ -105,6 +116,22 @@ class RunMonitor:
         self._server_fh.flush()
 
     # -- helpers --------------------------------------------------------------------
+    def _sidecar_gpus(self) -> list[dict[str, Any]]:
+        """The sidecar's ``/info`` ``gpus`` (name, memory, driver); ``[]`` from one that does not say."""
+        try:
+            with urllib.request.urlopen(f"{self._sidecar}/info", timeout=self._timeout_s) as resp:
+                gpus = json.loads(resp.read()).get("gpus")
+            return [gpu_identity(g["index"], g.get("name"), g.get("memory_total_mib"), g.get("driver")) for g in gpus]
+        except (OSError, ValueError, AttributeError, TypeError, KeyError):
+            return []  # an older sidecar, or one answering something else
+
+    def _write_gpus(self, gpus: list[dict[str, Any]]) -> None:
+        self._gpus_written = True  # once: the GPUs of a run do not change under it
+        try:
+            write_gpus(self._run_dir, gpus)
+        except OSError as exc:  # a full disk: run.json goes without them, the samples go on
+            log.warning("tokenstorm: cannot write %s/gpus.json (%s)", self._run_dir, _why(exc))
+
     def _write_gpu(self, rows: list[dict[str, Any]]) -> None:
         if not rows:
             return

@@ -14,6 +14,7 @@ import time
 from types import ModuleType
 from typing import Any
 
+from workloads.rundir.gpus import gpu_identity
 from workloads.rundir.samples import GpuSample
 
 __all__ = ["NoGpuError", "NvmlSampler"]
@@ -63,6 +64,15 @@ class NvmlSampler:
             "uuid": _str(self._try(nv.nvmlDeviceGetUUID, handle)) or "",
             "name": _str(self._try(nv.nvmlDeviceGetName, handle)) or "",
         }
+
+    def identity(self) -> list[dict[str, Any]]:
+        """Each GPU's name, total memory (MiB, as its samples have it) and the driver version (``gpus.json``)."""
+        driver = _str(self._try(getattr(self._nvml, "nvmlSystemGetDriverVersion", None)))
+        out = []
+        for i, handle in enumerate(self._handles):
+            mem = self._memory(handle)
+            out.append(gpu_identity(i, self._static[i]["name"], mem.total / 2**20 if mem is not None else None, driver))
+        return out
 
     @property
     def gpu_count(self) -> int:

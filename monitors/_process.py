@@ -10,7 +10,8 @@ when its web UI asks.
 
 The child is in its own session (a terminal's Ctrl-C reaches the load test, which then stops
 it after the users), takes a final sample on SIGTERM, and exits by itself if its parent dies.
-The API key travels in the environment, never on the command line (visible in ``ps``).
+Credentials (the API key, a URL's ``user:password``) travel in the environment as each target's
+``Authorization`` value, never on the command line (visible in ``ps``); the URLs it gets carry none.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ __all__ = ["MonitorProcess", "run_collector"]
 
 log = logging.getLogger("tokenstorm.monitors")
 
-_KEY_ENV = "TOKENSTORM_MONITOR_API_KEY"
+#: JSON object: target URL -> its Authorization header value
+_AUTH_ENV = "TOKENSTORM_MONITOR_AUTH"
 _TAIL_BYTES = 16384
 
 
@@ -47,7 +49,7 @@ class MonitorProcess:
         target_url: str | None,
         gpu_monitor: str | None,
         interval_s: float,
-        api_key: str | None = None,
+        authorization: dict[str, str] | None = None,
         targets: list[tuple[str, str]] | None = None,
     ) -> None:
         self.run_dir = run_dir
@@ -57,9 +59,9 @@ class MonitorProcess:
         if gpu_monitor:
             cmd += ["--gpu-monitor", gpu_monitor]
         # The child must find this package even when the load test runs from a plain checkout.
-        env = child_env({k: v for k, v in os.environ.items() if k != _KEY_ENV})
-        if api_key:
-            env[_KEY_ENV] = api_key
+        env = child_env({k: v for k, v in os.environ.items() if k != _AUTH_ENV})
+        if authorization:
+            env[_AUTH_ENV] = json.dumps(authorization)
         self._proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
 
     def latest(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -84,6 +86,14 @@ class MonitorProcess:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def _authorization_from_env() -> dict[str, str]:
+    try:
+        value = json.loads(os.environ.get(_AUTH_ENV) or "{}")
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
 
 def _tail_rows(path: Path) -> list[dict[str, Any]]:
@@ -131,7 +141,7 @@ def run_collector(run_dir: Path, *, target_url: str | None, gpu_monitor: str | N
         targets=targets,
         gpu_monitor=gpu_monitor if gpu_monitor != "local" else None,
         local_sampler=local,
-        api_key=os.environ.get(_KEY_ENV) or None,
+        authorization=_authorization_from_env(),
     )
     next_t = time.monotonic()
     try:

@@ -1,6 +1,7 @@
 """The GPU sidecar: samples on a timer, appends to a JSONL file, serves samples over HTTP.
 
-Endpoints (JSON): ``/health``; ``/info`` (GPUs, backend, interval); ``/samples?since=EPOCH``
+Endpoints (JSON): ``/health``; ``/info`` (backend, interval, and ``gpus``: each GPU's index, name,
+total memory and driver, read once at start); ``/samples?since=EPOCH``
 (every kept sample newer than EPOCH, oldest first; the Locust master polls this); ``/latest``
 (each GPU's newest sample). ``/metrics``: the newest samples as Prometheus gauges
 (``tokenstorm_gpu_*``, for Grafana beside vLLM's and the client's series). It keeps the last
@@ -21,6 +22,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from workloads.rundir.samples import GpuSample, to_line
 from workloads.rundir.series import GPU_UTIL
+
+from ._identity import gpus_of
 
 __all__ = ["GpuSampler", "Sidecar"]
 
@@ -85,6 +88,8 @@ class Sidecar:
         self._stop = threading.Event()
         self.cpu_s = 0.0
         self.errors = 0
+        #: the GPUs sampled (``/info``'s ``gpus``): the load test copies them into its run.json
+        self.gpus = gpus_of(sampler)
         self._httpd = ThreadingHTTPServer((host, port), self._handler())
         self._httpd.daemon_threads = True
         self.port = int(self._httpd.server_address[1])
@@ -153,10 +158,9 @@ class Sidecar:
                 if url.path == "/health":
                     self._send(200, {"ok": True})
                 elif url.path == "/info":
-                    self._send(
-                        200,
-                        {"backend": sidecar.sampler.source, "interval_s": sidecar.interval_s, "errors": sidecar.errors},
-                    )
+                    info = {"backend": sidecar.sampler.source, "interval_s": sidecar.interval_s,
+                            "errors": sidecar.errors, "gpus": sidecar.gpus}  # fmt: skip
+                    self._send(200, info)
                 elif url.path == "/samples":
                     try:
                         since = float(parse_qs(url.query).get("since", ["0"])[0])

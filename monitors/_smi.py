@@ -7,12 +7,14 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable
+from typing import Any
 
+from workloads.rundir.gpus import gpu_identity
 from workloads.rundir.samples import GpuSample
 
 from ._nvml import NoGpuError
 
-__all__ = ["SMI_FIELDS", "SmiSampler", "parse_smi_csv"]
+__all__ = ["SMI_FIELDS", "SmiSampler", "parse_smi_csv", "parse_smi_identity"]
 
 #: The fields asked for, in order (the same list recorded in tests/fixtures/gpu/).
 SMI_FIELDS = (
@@ -78,6 +80,20 @@ def parse_smi_csv(text: str, epoch_s: float | None = None, host: str = "") -> li
     return out
 
 
+def parse_smi_identity(text: str) -> list[dict[str, Any]]:
+    """Each GPU's index, name, total memory (MiB) and driver version from the CSV lines of one query."""
+    idx = {name: i for i, name in enumerate(SMI_FIELDS)}
+    out = []
+    for line in text.splitlines():
+        cols = [c.strip() for c in line.split(",")]
+        if len(cols) != len(SMI_FIELDS) or not cols[1].isdigit():
+            continue  # a header, a blank line or a different query
+        driver = cols[idx["driver_version"]]
+        out.append(gpu_identity(int(cols[idx["index"]]), cols[idx["name"]], _num(cols[idx["memory.total"]]),
+                                None if driver.startswith("[") or driver == "N/A" else driver))  # fmt: skip
+    return out
+
+
 class SmiSampler:
     """Runs nvidia-smi once per sample (slower than NVML: ~100 ms; the fallback only)."""
 
@@ -91,6 +107,7 @@ class SmiSampler:
             run = _runner(exe)
         self._run = run
         self._host = socket.gethostname()
+        self._last_text = ""  # the last query's CSV: the GPUs' identity is read from it, not queried again
         first = self.sample()
         if not first:
             raise NoGpuError("nvidia-smi reports no GPU")
@@ -102,7 +119,12 @@ class SmiSampler:
             text = self._run(["--query-gpu=" + ",".join(SMI_FIELDS), "--format=csv,noheader,nounits"])
         except (OSError, subprocess.SubprocessError) as exc:
             raise NoGpuError(f"nvidia-smi failed: {exc}") from exc
+        self._last_text = text
         return parse_smi_csv(text, host=self._host)
+
+    def identity(self) -> list[dict[str, Any]]:
+        """Each GPU's name, total memory (MiB) and driver version (``gpus.json``), from the last query."""
+        return parse_smi_identity(self._last_text)
 
     def close(self) -> None:
         """Nothing to release."""

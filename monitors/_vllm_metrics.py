@@ -15,6 +15,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from workloads.rundir.samples import ServerSample
+from workloads.rundir.secrets import authorization_header, split_credentials
 
 __all__ = ["MetricsUnavailable", "ServerMetricsScraper", "parse_vllm_metrics"]
 
@@ -110,13 +111,16 @@ def looks_like_vllm(sample: ServerSample) -> bool:
 class ServerMetricsScraper:
     """Fetches and parses ``BASE_URL/metrics``."""
 
-    def __init__(self, base_url: str, timeout_s: float = 5.0, api_key: str | None = None) -> None:
-        base = base_url.rstrip("/")
+    def __init__(self, base_url: str, timeout_s: float = 5.0, api_key: str | None = None, *,
+                 authorization: str | None = None) -> None:  # fmt: skip
+        # user:password@ in the URL: Basic auth (urllib would take them for the host name)
+        base, credentials = split_credentials(base_url.rstrip("/"))
         if base.endswith("/v1"):
             base = base[: -len("/v1")]
         self.url = base + "/metrics"
         self._timeout_s = timeout_s
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        header = authorization or authorization_header(api_key, credentials)
+        self._headers = {"Authorization": header} if header else {}
 
     def scrape(self) -> ServerSample:
         """One sample; raise :class:`MetricsUnavailable` when there is nothing to read."""

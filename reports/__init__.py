@@ -2,6 +2,8 @@
 
 from ._build import EXIT_CODES, BuildResult, build_report, spec_for_run
 from ._compare import Comparison, compare_runs
+from ._console import console_block
+from ._fidelity import Fidelity, evaluate_fidelity
 from ._rundir import RunData, load_run, run_from_records
 from ._slo import (
     DEFAULT_SLO_TEXT,
@@ -22,6 +24,7 @@ __all__ = [
     "EXIT_CODES",
     "BuildResult",
     "Comparison",
+    "Fidelity",
     "RunData",
     "RunSummary",
     "SloResult",
@@ -30,8 +33,10 @@ __all__ = [
     "SloTarget",
     "build_report",
     "compare_runs",
+    "console_block",
     "evaluate",
     "evaluate_each_target",
+    "evaluate_fidelity",
     "load_run",
     "load_slo_spec",
     "measure_sweep_level",

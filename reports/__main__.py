@@ -2,12 +2,17 @@
 
     python -m reports build RUN_DIR [--slo slo.yaml] [--gpu-cost-per-hour 2.5]
     python -m reports compare RUN_A RUN_B ... [--baseline 0] [--threshold 10] [--html out.html]
+        (a RUN is a tokenstorm run directory, a `vllm bench serve --save-result` JSON file or a GuideLLM
+        JSON report; an A/B run alone compares its targets)
     python -m reports alert-rules slo.yaml [--window 5m] [--for 5m] > tokenstorm-rules.yml
     python -m reports export RUN_DIR --jsonl [-o FILE]   (default RUN_DIR/requests.jsonl)
 
 build exits 0 when the SLOs held, 1 when one failed, 3 when the run itself failed, 4 when the run
-is incomplete (a worker lost, or it never finished; not with --live, which writes report.html only);
-compare exits 1 when a run regressed against the baseline by more than the threshold.
+is incomplete (a worker lost, or it never finished; not with --live, which writes report.html only),
+5 when the SLOs were judged on timing that is not trustworthy (the load generator read late: more
+than 5% of token events or TTFTs, at least 5; see the report's timing-fidelity line); compare exits 1 when a
+run regressed against the baseline by more than the threshold (it says so when the runs' load differed),
+2 when a run cannot be read.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from pathlib import Path
 
 from ._alerts import AlertRuleError, alert_rules
 from ._build import build_report, spec_for_run
-from ._compare import compare_runs
+from ._compare import CompareInputError, compare_runs
 from ._slo import SloSpecError, load_slo_spec
 
 
@@ -33,8 +38,18 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--live", action="store_true", help="a snapshot of a run still going (not 'incomplete')")
     b.add_argument("--gpu-cost-per-hour", type=float, default=None,
                    help="price of one GPU-hour: adds the cost per 1M tokens (overrides the run's)")  # fmt: skip
-    c = sub.add_parser("compare", help="compare runs side by side")
-    c.add_argument("run_dirs", type=Path, nargs="+")
+    c = sub.add_parser(
+        "compare",
+        help="compare runs side by side (tokenstorm runs, vllm bench serve and GuideLLM "
+        "result files), with their context and what differs in their deployment",
+    )
+    c.add_argument(
+        "run_dirs",
+        type=Path,
+        nargs="+",
+        metavar="RUN",
+        help="a tokenstorm run directory, a `vllm bench serve --save-result` JSON or a GuideLLM JSON report",
+    )
     c.add_argument("--baseline", type=int, default=0, help="index of the baseline run (default 0: the first)")
     c.add_argument("--threshold", type=float, default=10.0, help="regression threshold in percent (default 10)")
     c.add_argument("--html", type=Path, default=None, help="also write the comparison as HTML")
@@ -66,11 +81,15 @@ def main(argv: list[str] | None = None) -> int:
                                                                  result.summary_json.name]  # fmt: skip
             print(f"reports: wrote {', '.join(written)} in {args.run_dir}")
             return result.exit_code
-        if len(args.run_dirs) < 2:
-            p.error("compare needs at least two run directories")
         if not 0 <= args.baseline < len(args.run_dirs):
             p.error("--baseline must index one of the runs given")
-        comparison = compare_runs(args.run_dirs, args.baseline, args.threshold)
+        try:
+            comparison = compare_runs(args.run_dirs, args.baseline, args.threshold)
+        except (CompareInputError, ValueError) as exc:  # a file that is no run (malformed, newer schema)
+            print(f"reports: {exc}", file=sys.stderr)
+            return 2
+        if len(comparison.runs) < 2:
+            p.error("compare needs at least two runs (or one A/B run, whose targets it compares)")
         print(comparison.to_text())
         if args.html:
             args.html.write_text(comparison.to_html(), encoding="utf-8")

@@ -4,7 +4,7 @@
 
 Each target becomes one rule judged over a sliding ``window``: a latency percentile by
 ``histogram_quantile`` over the client-side histogram (its buckets bound the resolution: see
-``workloads/plugin/exporter.py``), a mean by ``rate(sum)/rate(count)``, the error rate by the
+``workloads/plugin/export/prometheus.py``), a mean by ``rate(sum)/rate(count)``, the error rate by the
 requests counter, throughputs by counter rates. Targets a live histogram cannot judge (``max``,
 goodput, GPU memory) are listed as skipped; the end-of-run report still judges them exactly.
 """

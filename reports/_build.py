@@ -28,7 +28,9 @@ class BuildResult:
 
     @property
     def exit_code(self) -> int:
-        """0 SLOs held, 1 an SLO failed, 3 the run itself failed, 4 the run is incomplete."""
+        """0 SLOs held, 1 an SLO failed, 3 the run itself failed, 4 the run is incomplete, 5 the SLOs
+        were judged on timing that is not trustworthy (the load generator read late: see
+        ``summary.fidelity``)."""
         return EXIT_CODES[self.summary.verdict]
 
 
@@ -53,8 +55,10 @@ def build_report(run_dir: Path, spec: SloSpec | None = None, run_failed_error_ra
     limit = float(run.meta.option("run_fail_error_rate", run_failed_error_rate))
     summary = summarize(run, spec, run_failed_error_rate=limit, live=live, gpu_cost_per_hour=gpu_cost_per_hour)
     summary.sweep = sweep_block(run)
-    if summary.sweep is not None and summary.verdict in ("passed", "failed"):
-        summary.verdict, summary.reason = sweep_verdict(summary.sweep)  # the knee, not the pooled levels
+    # The knee, not the pooled levels: a sweep means to push its top levels past what holds (its load
+    # generators' too), and each level's timing is judged with the level.
+    if summary.sweep is not None and summary.verdict in ("passed", "failed", "unreliable"):
+        summary.verdict, summary.reason = sweep_verdict(summary.sweep)
     report = run_dir / REPORT_FILE
     tmp = run_dir / (REPORT_FILE + ".tmp")
     tmp.write_text(render_report(run, spec, summary), encoding="utf-8")

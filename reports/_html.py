@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
-from workloads.rundir import CLIENT_BOUND_CPU_PCT
-
+from ._header import deployment_views, gpu_lines, report_title, target_names
+from ._headline import HEADLINE_LATENCIES, LENGTH_PERCENTILES, ab_details, accounting_note, headline_rows, window_note
+from ._options import option_rows, slo_source
 from ._plots import distribution_png, timeseries_png
 from ._rundir import RunData
-from ._slo import SloSpec, judged_mask
+from ._slo import SloResult, SloSpec, judged_mask
 from ._summary import PERCENTILES, RunSummary, timing_violations
 from ._sweep import sweep_view
 from ._targets import COMPARED
@@ -44,18 +44,21 @@ def render_report(run: RunData, spec: SloSpec, summary: RunSummary) -> str:
     meta = run.meta
     mask = judged_mask(run, spec)
     t0 = meta.started_epoch_s or (float(run.requests["start_epoch_s"].min()) if len(run.requests) else 0.0)
-    ts_png, panels = timeseries_png(run, t0, mask)
-    options = {k: v for k, v in meta.options.items() if v not in (None, "", False, [])}
+    ts_png, panels = timeseries_png(run, t0, mask, warmup_s=spec.warmup_s)
+    records = len(run.requests)
+    counted = f" (run.json counted {meta.records:,})" if meta.records not in (0, records) else ""
     metadata = [
-        ("target", meta.target),
+        (
+            "targets" if len(target_names(meta)) > 1 else "target",
+            ", ".join(f"{label} {url}".strip() for label, url in target_names(meta)),
+        ),
         ("model", meta.model),
         ("simulated", "yes — built-in emulator" if meta.simulated else "no"),
         ("started (UTC)", time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t0)) if t0 else "—"),
         ("status", meta.status),
         ("workers", ", ".join(meta.workers_seen) or "—"),
-        ("records", meta.records or len(run.requests)),
-        ("versions", json.dumps(meta.versions, sort_keys=True)),
-        ("options", json.dumps(options, sort_keys=True, default=str)),
+        ("records", accounting_note(run, summary, spec.warmup_s, t0) + counted),
+        ("versions", ", ".join(f"{k} {v}" for k, v in sorted(meta.versions.items()))),
         ("run directory", str(run.path)),
     ]
     gaps = []
@@ -72,16 +75,29 @@ def render_report(run: RunData, spec: SloSpec, summary: RunSummary) -> str:
         {"id": wid, "last": clock(info.get("last_heard_epoch_s")), "detected": clock(info.get("detected_epoch_s"))}
         for wid, info in meta.workers_lost.items()
     ]
-    throughput_rows = [("all workloads", summary.overall), *summary.per_workload.items()]
+    rows = headline_rows(summary)
     return _ENV.get_template("report.html.j2").render(
-        title=f"{meta.model or '?'} @ {meta.target or '?'} — {run.path.name}",
+        title=report_title(meta, run.path.name),
         simulated=bool(meta.simulated),
         summary=summary,
-        spec_source=spec.source,
+        spec_source=slo_source(spec),
         warmup_s=spec.warmup_s,
         percentiles=PERCENTILES,
         metrics=(("ttft", "TTFT"), ("itl", "ITL"), ("tpot", "TPOT"), ("e2el", "E2E")),
-        throughput_rows=throughput_rows,
+        headline=rows,
+        headline_latencies=HEADLINE_LATENCIES,
+        length_percentiles=LENGTH_PERCENTILES,
+        show_warmup=any(r.block.get("warmup_requests") for r in rows),
+        window=window_note(run, mask, t0),
+        accounting=accounting_note(run, summary, spec.warmup_s, t0),
+        ab_details=ab_details(summary),
+        latency_rows=[r for r in rows if r.kind == "workload"],
+        throughput_rows=[(r.label, r.block) for r in rows],
+        deployments=deployment_views(meta),
+        gpus=gpu_lines(meta),
+        targets=target_names(meta),
+        options=option_rows(meta, run.path, open_loop=summary.overall.get("p99_send_lag_ms") is not None),
+        slo_rows=[_slo_row(r) for r in summary.slo_results],
         panels=panels,
         has_gpu=not run.gpu.empty,
         has_server=not run.server.empty,
@@ -90,14 +106,52 @@ def render_report(run: RunData, spec: SloSpec, summary: RunSummary) -> str:
         metadata=metadata,
         gaps=gaps,
         workers_lost=workers_lost,
-        client_bound=list(meta.client_bound),
-        client_bound_pct=f"{CLIENT_BOUND_CPU_PCT:g}",
+        fidelity=summary.fidelity,
+        fidelity_rows=_fidelity_rows(summary),
         timing_violations=timing_violations(run),
         sweep=sweep_view(run, spec),
         compared=_compared_rows(summary),
         num=_num,
         pct=_pct,
+        count=_count,
+        tokens=_tokens,
     )
+
+
+def _count(x: Any) -> str:
+    return "—" if x is None else f"{int(x):,}"
+
+
+def _tokens(x: Any) -> str:
+    return "—" if x is None or x != x else f"{float(x):,.0f}"
+
+
+def _slo_row(r: SloResult) -> dict[str, str]:
+    """An SLO result as shown. An error rate reads in percent, its margin in percentage points: a
+    relative margin says -100% for 0 errors against 1%, which reads as a failure."""
+    if r.metric == "error_rate":
+        margin = "" if r.measured is None else f"{(r.measured - r.threshold) * 100:+.2f} pp"
+        return {"target": f"{r.op} {r.threshold:.2%}", "measured": _pct(r.measured), "margin": margin}
+    margin = "" if r.margin_pct is None else f"{r.margin_pct:+.1f}%"
+    return {"target": f"{r.op} {_num(r.threshold)}", "measured": _num(r.measured), "margin": margin}
+
+
+def _fidelity_rows(summary: RunSummary) -> list[tuple[str, list[str]]]:
+    """Per load generator: run-queue wait, throttling, loop lag p99 and CPU, each "mean (max)"."""
+    if summary.fidelity is None:
+        return []
+    out = []
+    for worker, f in sorted(summary.fidelity.per_worker.items()):
+        cells = []
+        for name in ("runq_wait_ms_per_s", "throttled_ms_per_s", "loop_lag_p99_ms", "cpu_pct"):
+            mean, top = f.get(f"mean_{name}"), f.get(f"max_{name}")
+            cells.append("—" if mean is None else f"{_figure(mean)} (max {_figure(top)})")
+        out.append((worker, cells))
+    return out
+
+
+def _figure(x: float | None) -> str:
+    return "—" if x is None else f"{x:,.0f}" if abs(x) >= 10 else f"{x:.2g}"
 
 
 def _compared_rows(summary: RunSummary) -> list[tuple[str, str, bool]]:

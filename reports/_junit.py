@@ -1,4 +1,5 @@
-"""JUnit XML: one test case per SLO, so CI systems show which target broke."""
+"""JUnit XML: one test case per SLO, so CI systems show which target broke, and one
+(``tokenstorm.timing_fidelity``) that fails when the run's timing is not trustworthy."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ def junit_xml(summary: RunSummary, suite: str = "tokenstorm.slo") -> str:
     failures = sum(not r.passed for r in cases)
     root = ET.Element("testsuites")
     tests = len(cases) + 1 + (len(summary.sweep.get("levels") or []) + 1 if summary.sweep is not None else 0)
+    tests += summary.fidelity is not None
     ts = ET.SubElement(root, "testsuite", name=suite, tests=str(tests),
                        errors=str(int(summary.verdict == "run_failed")))  # fmt: skip
     run_case = ET.SubElement(ts, "testcase", classname=suite, name="run completed")
@@ -24,6 +26,7 @@ def junit_xml(summary: RunSummary, suite: str = "tokenstorm.slo") -> str:
     elif summary.incomplete:
         failures += 1
         ET.SubElement(run_case, "failure", message="run incomplete: " + "; ".join(summary.incomplete))
+    failures += _fidelity_case(ts, summary)
     if summary.sweep is not None:  # a sweep: one case per level; those past the knee broke by design
         failures += _sweep_cases(ts, summary.sweep, suite)
         cases = []
@@ -38,6 +41,29 @@ def junit_xml(summary: RunSummary, suite: str = "tokenstorm.slo") -> str:
         ET.SubElement(case, "system-out").text = f"measured {measured}"
     ts.set("failures", str(failures))
     return ET.tostring(root, encoding="unicode", xml_declaration=True)
+
+
+def _fidelity_case(ts: ET.Element, summary: RunSummary) -> int:
+    """The timing-fidelity case: fails when the timing is not trustworthy; skipped when it was not
+    measured, with ``--timing-verdict warn``, or on a sweep (each level's timing is judged with the
+    level, not pooled)."""
+    fidelity = summary.fidelity
+    if fidelity is None:
+        return 0
+    case = ET.SubElement(ts, "testcase", classname="tokenstorm", name="timing_fidelity")
+    # passed/failed with untrustworthy timing: the run said so but was told not to fail on it
+    warned = not fidelity.trustworthy and summary.verdict in ("passed", "failed") and summary.sweep is None
+    failed = fidelity.measured and not fidelity.trustworthy and summary.sweep is None and not warned
+    if not fidelity.measured:
+        ET.SubElement(case, "skipped", message=fidelity.reason)
+    elif warned:
+        ET.SubElement(case, "skipped", message=f"--timing-verdict warn: {fidelity.reason}")
+    elif not fidelity.trustworthy and summary.sweep is not None:
+        ET.SubElement(case, "skipped", message=f"sweep: each level judged apart; pooled: {fidelity.reason}")
+    elif failed:
+        ET.SubElement(case, "failure", message=fidelity.reason)
+    ET.SubElement(case, "system-out").text = fidelity.reason  # after the outcome, as the JUnit schema orders
+    return int(failed)
 
 
 def _sweep_cases(ts: ET.Element, sweep: dict[str, Any], suite: str) -> int:

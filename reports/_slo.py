@@ -16,7 +16,7 @@
 
 Latency statistics: p50, p90, p95, p99, p99.9 (or any pNN[.N]), mean, max — computed with
 numpy's linear-interpolation percentile over successful requests, as vLLM's benchmark does.
-An invalid file is rejected with ``FILE:LINE: reason`` before any traffic is sent.
+An invalid file is rejected with ``FILE:LINE: reason`` before any traffic (binary: the first bad byte).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ __all__ = ["DEFAULT_SLO_TEXT", "SloResult", "SloSpec", "SloSpecError", "SloTarge
 LATENCY_METRICS = {"ttft_ms": "ttft_s", "itl_ms": "itl", "tpot_ms": "tpot_s", "e2e_ms": "e2e_s"}
 RATE_METRICS = {"output_tokens_per_s_per_gpu", "output_tokens_per_s", "requests_per_s", "goodput_requests_per_s"}
 _PCT = re.compile(r"^p(\d{1,2}(\.\d+)?)$")
+_YAML = "an SLO file is YAML"
 
 #: Used when a run is given no --slo: the run passes if at most 1% of requests fail.
 DEFAULT_SLO_TEXT = "slos:\n  run:\n    error_rate: {max: 0.01}\n"
@@ -110,18 +111,14 @@ def load_slo_spec(path: Path | str | None = None, text: str | None = None) -> Sl
     """Parse an SLO file (or ``text``); raise :class:`SloSpecError` with the line on error."""
     source = str(path) if path is not None else "<text>"
     if text is None:
-        if path is None:
-            text, source = DEFAULT_SLO_TEXT, "<default>"
-        else:
-            try:
-                text = Path(path).read_text(encoding="utf-8")
-            except OSError as exc:
-                raise SloSpecError(f"{source}: cannot read ({exc.strerror})") from None
+        text, source = (DEFAULT_SLO_TEXT, "<default>") if path is None else (_read_text(source), source)
     try:
         root = yaml.compose(text)
+    except yaml.reader.ReaderError as exc:  # a control character (NUL, ...): binary or UTF-16, not text
+        line = text.count("\n", 0, exc.position) + 1
+        raise SloSpecError(f"{source}:{line}: not text (control character 0x{exc.character:02x}) — {_YAML}") from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else 1
+        line = getattr(getattr(exc, "problem_mark", None), "line", 0) + 1
         raise SloSpecError(f"{source}:{line}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
 
     def err(node: yaml.Node, reason: str) -> SloSpecError:
@@ -151,6 +148,19 @@ def load_slo_spec(path: Path | str | None = None, text: str | None = None) -> Sl
     if not spec.targets:
         raise SloSpecError(f"{source}:1: no SLOs defined (add a 'slos:' mapping)")
     return spec
+
+
+def _read_text(path: str) -> str:
+    """The file's text (UTF-8, a leading BOM dropped), else :class:`SloSpecError` saying why not."""
+    try:
+        data = Path(path).read_bytes()
+        return data.decode("utf-8-sig")
+    except OSError as exc:
+        why = {FileNotFoundError: "no such SLO file", IsADirectoryError: "is a directory, not an SLO file"}
+        raise SloSpecError(f"{path}: {why.get(type(exc)) or f'cannot read ({exc.strerror or exc})'}") from None
+    except UnicodeDecodeError as exc:
+        bad = exc.start + len(data) - len(exc.object)  # past the BOM, if any
+        raise SloSpecError(f"{path}: not UTF-8 text (byte 0x{data[bad]:02x} at offset {bad}) — {_YAML}") from None
 
 
 def _number(node: yaml.Node, err: Any, what: str, minimum: float | None = None) -> float:
@@ -208,8 +218,7 @@ def _parse_slos(node: yaml.Node, err: Any) -> list[SloTarget]:
 
 
 def _valid_pct(stat: str) -> bool:
-    m = _PCT.match(stat)
-    return bool(m) and 0 < float(m.group(1)) < 100  # type: ignore[union-attr]
+    return (m := _PCT.match(stat)) is not None and 0 < float(m.group(1)) < 100
 
 
 # -- evaluation --------------------------------------------------------------------------
@@ -238,10 +247,8 @@ def stat_of(values: np.ndarray | ItlHistogram, stat: str) -> float | None:
     values = dropped_nan(values)
     if values.size == 0:
         return None
-    if stat == "mean":
-        return float(values.mean())
-    if stat == "max":
-        return float(values.max())
+    if stat in ("mean", "max"):
+        return float(values.mean() if stat == "mean" else values.max())
     return float(np.percentile(values, float(stat[1:]), overwrite_input=True))
 
 
@@ -366,9 +373,7 @@ def evaluate(run: RunData, spec: SloSpec, within: np.ndarray | None = None, targ
                 if t.metric == "output_tokens_per_s_per_gpu":
                     measured /= gpu_count(run, spec)
         passed = measured is not None and (measured <= t.threshold if t.op == "<=" else measured >= t.threshold)
-        margin = None
-        if measured is not None and t.threshold:
-            margin = (measured - t.threshold) / t.threshold * 100
+        margin = (measured - t.threshold) / t.threshold * 100 if measured is not None and t.threshold else None
         results.append(SloResult(t.scope, t.metric, t.stat, t.op, t.threshold, measured, passed, note, margin, target))
     return results
 

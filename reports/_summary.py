@@ -8,13 +8,16 @@ same thing (``completed``, ``duration``, ``request_throughput``, ``output_throug
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from workloads.rundir import ItlHistogram
 
+from ._fidelity import UNTRUSTED, Fidelity, evaluate_fidelity
+from ._figures import accounting, achieved_concurrency, length_figures
 from ._rundir import RunData
 from ._slo import (
     SloResult,
@@ -41,7 +44,9 @@ _METRICS = (("ttft", "ttft_s"), ("itl", "itl"), ("tpot", "tpot_s"), ("e2el", "e2
 class RunSummary:
     """What the report, JUnit and summary.json are made of."""
 
-    verdict: str  # "passed", "failed" (an SLO broke), "run_failed" or "incomplete"
+    #: "passed", "failed" (an SLO broke), "run_failed", "incomplete" or "unreliable" (SLOs judged on
+    #: timing that is not trustworthy: the load generator read late)
+    verdict: str
     reason: str
     slo_results: list[SloResult]
     overall: dict[str, Any]
@@ -55,6 +60,8 @@ class RunSummary:
     targets: dict[str, Any] | None = None
     #: sweep runs (sweep.json): the goodput knee and each level's achieved load and verdict
     sweep: dict[str, Any] | None = None
+    #: how trustworthy the judged requests' timing is (None: not evaluated)
+    fidelity: Fidelity | None = None
 
     def to_json(self, run: RunData) -> dict[str, Any]:
         """summary.json (vLLM benchmark field names where they match)."""
@@ -74,8 +81,7 @@ class RunSummary:
             "errors_by_category": self.errors,
             "workloads": self.per_workload,
             "num_gpus": self.gpus,
-            "client_bound": bool(meta.client_bound),
-            "client_bound_workers": list(meta.client_bound),
+            "timing_fidelity": self.fidelity.as_dict() if self.fidelity is not None else None,
             "workers_lost": meta.workers_lost,
             "workers_seen": meta.workers_seen,
             "timing_violations": timing_violations(run),
@@ -136,7 +142,9 @@ def _histogram_block(hist: ItlHistogram, name: str) -> dict[str, float | None]:
     }
 
 
-def _block(run: RunData, spec: SloSpec, mask: np.ndarray, gpus: int, price: float | None = None) -> dict[str, Any]:
+def _block(run: RunData, spec: SloSpec, mask: np.ndarray, gpus: int, price: float | None = None,
+           scope: np.ndarray | None = None) -> dict[str, Any]:  # fmt: skip
+    """One scope's figures: ``mask`` its judged rows, ``scope`` all its rows (None: the whole run)."""
     df = run.requests
     ok = mask & df["ok"].fillna(False).astype(bool).to_numpy()
     window = run_window_s(run, mask)
@@ -155,6 +163,9 @@ def _block(run: RunData, spec: SloSpec, mask: np.ndarray, gpus: int, price: floa
         "output_throughput": out_tokens / window if window else 0.0,
         "output_throughput_per_gpu": out_tokens / window / gpus if window else 0.0,
         "total_token_throughput": (in_tokens + out_tokens) / window if window else 0.0,
+        **accounting(run, mask, scope),
+        "achieved_concurrency": achieved_concurrency(run, mask, window),
+        **length_figures(run, ok),
     }
     lags = selected(df, "send_lag_s", mask)
     lags = lags[~np.isnan(lags)]
@@ -173,6 +184,10 @@ def _block(run: RunData, spec: SloSpec, mask: np.ndarray, gpus: int, price: floa
         values = run.itl_values(ok) if col == "itl" else selected(df, col, ok)
         block.update(_metric_block(values, name))
     return block
+
+
+def _is(df: pd.DataFrame, col: str, value: str) -> np.ndarray:
+    return np.asarray(df[col] == value, dtype=bool)
 
 
 def incompleteness(run: RunData, live: bool = False) -> list[str]:
@@ -199,9 +214,10 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
     gpus = gpu_count(run, spec)
     price = run_gpu_cost(run, spec) if gpu_cost_per_hour is None else (gpu_cost_per_hour or None)
     overall = _block(run, spec, mask, gpus, price)  # cost: the run's, not a workload's
-    per_workload = {
-        str(w): _block(run, spec, mask & (df["workload"] == w).to_numpy(), gpus) for w in workloads_in(df, mask)
-    }
+    # Every workload with a record, judged or not: the rows' records add up to the run's.
+    every = np.ones(len(df), dtype=bool)
+    per_workload = {str(w): _block(run, spec, mask & _is(df, "workload", w), gpus, scope=_is(df, "workload", w))
+                    for w in workloads_in(df, every)}  # fmt: skip
     failed = mask & ~df["ok"].fillna(False).astype(bool).to_numpy() if len(df) else mask
     errors = {str(k): int(v) for k, v in
               df.loc[failed, "error_category"].astype(object).fillna("unknown").value_counts().items()}  # fmt: skip
@@ -216,8 +232,24 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
     # A/B: each target judged on its own records; the run fails if any breaks an SLO
     results = evaluate_each_target(run, spec, labels)
     if labels:
-        blocks = {label: _block(run, spec, mask & target_mask(run, label), gpus, price) for label in labels}
+        blocks = {label: _block(run, spec, mask & target_mask(run, label), gpus, price, target_mask(run, label))
+                  for label in labels}  # fmt: skip
         ab = compare_targets(run, blocks, results)
+        for label, block in ab["targets"].items():  # per target and workload: A/B tables are never pooled
+            within = target_mask(run, label)
+            block["workloads"] = {w: _block(run, spec, mask & within & _is(df, "workload", w), gpus,
+                                            scope=within & _is(df, "workload", w))
+                                  for w in workloads_in(df, within)}  # fmt: skip
+    fidelity = evaluate_fidelity(df, run.load, mask)
+    if labels and ab is not None:
+        for label, block in ab["targets"].items():  # each target's reads judged apart (same load generators)
+            per_target = evaluate_fidelity(df, run.load, mask & target_mask(run, label))
+            block["timing_fidelity"] = per_target.as_dict()
+            if fidelity.trustworthy and not per_target.trustworthy:
+                # An A/B comparison is only as good as its worse lane: pooled, the other would hide it.
+                fidelity = replace(
+                    per_target, reason=f"{UNTRUSTED}target {label}: {per_target.reason.removeprefix(UNTRUSTED)}"
+                )
     problem = run.meta.problem
     if problem:
         verdict, reason = "run_failed", str(problem)
@@ -228,7 +260,7 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
     elif overall["requests"] == 0:
         verdict, reason = "run_failed", "no requests were recorded"
     elif overall["completed"] == 0:
-        verdict, reason = "run_failed", "no request succeeded"
+        verdict, reason = "run_failed", "no request succeeded" + _why_none_succeeded(df)
     elif (overall["error_rate"] or 0) > run_failed_error_rate:
         verdict = "run_failed"
         reason = f"{overall['error_rate']:.0%} of requests failed (the run fails above {run_failed_error_rate:.0%})"
@@ -243,12 +275,44 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
             for r in broken[:5]
         )
     incomplete = incompleteness(run, live)
+    untrusted = fidelity.reason.removeprefix(UNTRUSTED)
     if incomplete and verdict != "run_failed":
         slos = "SLOs held" if verdict == "passed" else "SLOs failed"
-        verdict, reason = "incomplete", f"run incomplete — {incomplete[0]} ({slos} on what was recorded: {reason})"
+        timing = "" if fidelity.trustworthy else f"; timing not trustworthy either — {untrusted}"
+        verdict = "incomplete"
+        reason = f"run incomplete — {incomplete[0]} ({slos} on what was recorded: {reason}){timing}"
+    elif not fidelity.trustworthy and verdict in ("passed", "failed") and run.meta.option("timing_verdict") == "warn":
+        reason += f" — timing not trustworthy (--timing-verdict warn): {untrusted}"
+    elif not fidelity.trustworthy and verdict in ("passed", "failed"):
+        failed = reason.replace(" SLOs failed:", " SLOs failed on what was measured:", 1)
+        slos = "SLOs held" if verdict == "passed" else failed
+        verdict, reason = "unreliable", f"timing not trustworthy — {untrusted} ({slos})"
     if ab is not None and ab.get("sentence") and verdict in ("passed", "failed"):
         reason += f" — {ab['sentence']}"
-    return RunSummary(verdict, reason, results, overall, per_workload, errors, samples, gpus, incomplete, ab)
+    return RunSummary(
+        verdict, reason, results, overall, per_workload, errors, samples, gpus, incomplete, ab, fidelity=fidelity
+    )
+
+
+#: what a refusal of every request most likely means, by HTTP status
+_REFUSALS = {
+    401: "HTTP 401 (unauthorized): check --api-key / $OPENAI_API_KEY against the server's --api-key",
+    403: "HTTP 403 (forbidden): the key or credentials were taken but not allowed this model or endpoint",
+    404: "HTTP 404 (not found): check the URL's path (the OpenAI API is under /v1) and --model",
+}
+
+
+def _why_none_succeeded(df: pd.DataFrame) -> str:
+    """``": every request was refused with HTTP 401 ... check --api-key"`` when one status refused them all."""
+    if "status_code" not in df or not len(df):
+        return ""
+    codes = df["status_code"].dropna()
+    top = codes.mode()
+    if top.empty or (codes == top.iloc[0]).sum() < 0.9 * len(df):
+        return ""
+    status = int(top.iloc[0])
+    share = "every request was" if (codes == status).sum() == len(df) else "nearly every request was"
+    return f": {share} refused with {_REFUSALS[status]}" if status in _REFUSALS else ""
 
 
 def _fmt(x: float | None) -> str:

@@ -1,7 +1,8 @@
 """Load sweeps: one level measured from its records (the sweep shape calls this live, level by
-level), and what the outputs show of ``sweep.json`` — the report's sweep section (latency
-percentiles against achieved throughput per workload, the SLO lines, the goodput knee) and
-``summary.json``'s ``sweep`` block.
+level), and what the outputs show of ``sweep.json`` — the report's sweep section (the levels'
+table with their low-sample percentiles, and the figures of :mod:`._sweep_plots`: latency and
+goodput against the offered load and latency against achieved throughput, the SLO lines, the
+goodput knee) and ``summary.json``'s ``sweep`` block.
 
 A level is judged as a capacity-search step is: by the reports' own :func:`evaluate`, on the
 requests that started in the level's second half (the first half is the queue settling).
@@ -10,17 +11,14 @@ requests that started in the level's second half (the first half is the queue se
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")  # before pyplot, whatever imported this module first
-import matplotlib.pyplot as plt
 import numpy as np
 
 from workloads.rundir import (
     SWEEP_METRICS,
+    SWEEP_MIN_REQUESTS,
     SWEEP_PERCENTILES,
     ErrorCategory,
     ItlHistogram,
@@ -32,9 +30,10 @@ from workloads.rundir import (
     sweep_knee,
 )
 
-from ._plots import _legend, _png
+from ._plots import figure_png
 from ._rundir import RunData, run_from_records
-from ._slo import SloSpec, dropped_nan, per_request_spec, selected, workloads_in
+from ._slo import SloSpec, dropped_nan, goodput, per_request_spec, selected, workloads_in
+from ._sweep_plots import sweep_figures
 from ._targets import evaluate_each_target
 
 log = logging.getLogger("tokenstorm")
@@ -42,8 +41,6 @@ log = logging.getLogger("tokenstorm")
 __all__ = ["SweepView", "measure_sweep_level", "sweep_block", "sweep_view"]
 
 _COLUMNS = {"ttft": "ttft_s", "itl": "itl", "e2e": "e2e_s"}
-_SLO_METRIC = {"ttft": "ttft_ms", "itl": "itl_ms", "e2e": "e2e_ms"}
-_LABELS = {"ttft": "TTFT", "itl": "ITL", "e2e": "E2E"}
 
 
 def _start(row: dict[str, Any]) -> float:
@@ -66,9 +63,15 @@ def measure_sweep_level(rows: list[dict[str, Any]], spec: SloSpec, *, users: int
     ended = [r for r in live if r.get("ok") and lo <= _start(r) + float(r.get("e2e_s") or 0.0) < hi]
     span_s = max(hi - lo, 1e-9)
     run = run_from_records(judged, RunMeta(status="running"))
-    results = evaluate_each_target(run, per_request_spec(spec), targets) if judged else []  # A/B: each must hold
+    per_request = per_request_spec(spec)
+    results = evaluate_each_target(run, per_request, targets) if judged else []  # A/B: each must hold
     verdicts = [SweepVerdict(f"{r.target + ' ' if r.target else ''}{r.scope} {r.metric} {r.stat} {r.op} "
                              f"{r.threshold:g}", r.measured, r.passed) for r in results]  # fmt: skip
+    good = 0.0  # requests that met every per-request latency target, of those that ended in the level
+    if ended:
+        finished = run_from_records(ended, RunMeta(status="running"))
+        good = goodput(finished, per_request, np.ones(len(finished.requests), dtype=bool))
+    latency_ms, latency_requests = _latency_ms(run) if judged else ({}, {})
     return SweepLevel(
         users=users,
         kind=kind,
@@ -79,18 +82,23 @@ def measure_sweep_level(rows: list[dict[str, Any]], spec: SloSpec, *, users: int
         requests_per_s=len(ended) / span_s,
         output_tokens_per_s=sum(int(r.get("output_tokens") or 0) for r in ended) / span_s,
         held=bool(judged) and all(v.passed for v in verdicts),
-        latency_ms=_latency_ms(run) if judged else {},
+        latency_ms=latency_ms,
         slos=verdicts,
+        latency_requests=latency_requests,
+        goodput_requests_per_s=good / span_s,
     )
 
 
-def _latency_ms(run: RunData) -> dict[str, dict[str, dict[str, float | None]]]:
-    """Workload → ttft/itl/e2e → p50/p95/p99 in ms, over the successful requests."""
+def _latency_ms(run: RunData) -> tuple[dict[str, dict[str, dict[str, float | None]]], dict[str, int]]:
+    """Workload → ttft/itl/e2e → p50/p95/p99 in ms, over the successful requests; and workload →
+    how many successful requests they come from."""
     df = run.requests
     ok = df["ok"].fillna(False).astype(bool).to_numpy()
     out: dict[str, dict[str, dict[str, float | None]]] = {}
+    counts: dict[str, int] = {}
     for w in workloads_in(df, ok):
         sel = ok & (df["workload"] == w).to_numpy()
+        counts[str(w)] = int(sel.sum())
         block: dict[str, dict[str, float | None]] = {}
         for name in SWEEP_METRICS:
             col = _COLUMNS[name]
@@ -103,7 +111,7 @@ def _latency_ms(run: RunData) -> dict[str, dict[str, dict[str, float | None]]]:
             qs = values.percentiles(ps) if isinstance(values, ItlHistogram) else np.percentile(values, ps)
             block[name] = {f"p{p}": float(q) * 1000 for p, q in zip(SWEEP_PERCENTILES, qs, strict=True)}
         out[str(w)] = block
-    return out
+    return out, counts
 
 
 # -- the outputs ---------------------------------------------------------------------------------
@@ -114,7 +122,26 @@ class SweepView:
     result: SweepResult
     levels: list[SweepLevel]  # by offered load
     knee: SweepLevel | None
-    png: str
+    png: str  # against offered load: throughput, goodput, requests per level, latency
+    achieved_png: str  # latency against achieved requests/s
+    #: a percentile from fewer requests than this is flagged low-sample (``p95``: 20, ``p99``: 100)
+    min_requests: dict[int, int] = field(default_factory=lambda: dict(SWEEP_MIN_REQUESTS))
+
+    def low_sample(self, level: SweepLevel) -> str:
+        """``level``'s low-sample percentiles in words ("" when none), e.g. ``code: p95, p99 (12 requests)``."""
+        return "; ".join(f"{w or 'all'}: {', '.join(f'p{p}' for p in ps)} "
+                         f"({level.latency_requests.get(w, level.requests)} requests)"
+                         for w, ps in level.low_sample().items())  # fmt: skip
+
+    @property
+    def timing_untrustworthy_at_users(self) -> int | None:
+        """The first level (in run order) whose timing was not trustworthy, the saturating probe
+        left out (it only sizes the levels and does not stop a sweep); ``None``: none."""
+        return _first_untrusted(self.result.levels)
+
+
+def _first_untrusted(levels: list[SweepLevel]) -> int | None:
+    return next((lv.users for lv in levels if not lv.timing_trustworthy and lv.kind != "throughput"), None)
 
 
 def sweep_view(run: RunData, spec: SloSpec) -> SweepView | None:
@@ -124,7 +151,8 @@ def sweep_view(run: RunData, spec: SloSpec) -> SweepView | None:
         return None
     levels = sorted(result.levels, key=lambda level: level.users)
     knee = sweep_knee(levels)
-    return SweepView(result, levels, knee, _sweep_png(levels, knee, spec))
+    offered, achieved = sweep_figures(levels, knee, spec)
+    return SweepView(result, levels, knee, figure_png(offered), figure_png(achieved))
 
 
 def _read(run: RunData) -> SweepResult | None:
@@ -138,13 +166,20 @@ def _read(run: RunData) -> SweepResult | None:
 def sweep_verdict(block: dict[str, Any]) -> tuple[str, str]:
     """A sweep run's verdict: it passes when it found a goodput knee (a sweep means to break its
     top levels; their pooled SLO figures are no verdict) and fails when not even its lowest level
-    met every per-request SLO."""
+    met every per-request SLO — it is unreliable when that lowest level's timing was not trustworthy
+    (the sweep stopped there: nothing it measured says anything of the server)."""
     levels = block.get("levels") or []
+    untrusted = block.get("timing_untrustworthy_at_users")
+    stopped = f"stopped: the load generator's timing was not trustworthy at {untrusted} users"
     if block.get("knee_users") is None:
-        lowest = min((lv["users"] for lv in levels), default=None)
-        which = f", not even {lowest} user(s)" if lowest is not None else " (no level was judged)"
+        lowest = min(levels, key=lambda lv: lv["users"], default=None)
+        if lowest is not None and not lowest.get("timing_trustworthy", True):
+            return "unreliable", f"sweep: no goodput knee — {stopped}, its lowest level"
+        which = f", not even {lowest['users']} user(s)" if lowest is not None else " (no level was judged)"
         return "failed", f"sweep: no level met every per-request SLO{which}"
     partial = "" if block.get("complete") else " (the sweep was stopped before its last level: a lower bound)"
+    if untrusted is not None:
+        partial = f" ({stopped}: a lower bound)"
     return "passed", (f"sweep: goodput knee {block['knee_users']} users, {block['knee_requests_per_s']:.3g} req/s, "
                       f"{block['knee_output_tokens_per_s']:.0f} output tok/s with every per-request SLO met"
                       f"{partial}; the SLO table pools every level")  # fmt: skip
@@ -164,47 +199,14 @@ def sweep_block(run: RunData) -> dict[str, Any] | None:
         "levels": [_level_block(level) for level in sorted(result.levels, key=lambda level: level.users)],
         "complete": result.complete,
         "stopped_early": result.stopped_early,
+        # the first level whose timing was not trustworthy: the sweep stopped there, the knee is below it
+        "timing_untrustworthy_at_users": _first_untrusted(result.levels),
     }
 
 
 def _level_block(level: SweepLevel) -> dict[str, Any]:
     return {"users": level.users, "kind": level.kind, "requests_per_s": level.requests_per_s,
-            "output_tokens_per_s": level.output_tokens_per_s, "held": level.held}  # fmt: skip
-
-
-def _sweep_png(levels: list[SweepLevel], knee: SweepLevel | None, spec: SloSpec) -> str:
-    """Per workload (rows): TTFT, ITL and E2E p50/p95/p99 (columns) against achieved requests/s, each
-    level's users written at its p99."""
-    workloads = sorted({w for level in levels for w in level.latency_ms})
-    targets = per_request_spec(spec).targets
-    fig, axes = plt.subplots(max(1, len(workloads)), 3, figsize=(12, 3.0 * max(1, len(workloads))), squeeze=False)
-    x = np.array([level.requests_per_s for level in levels])
-    broke = np.array([not level.held for level in levels])
-    for row, w in zip(axes, workloads or [""], strict=True):
-        for ax, name in zip(row, SWEEP_METRICS, strict=True):
-            for p, style in zip(SWEEP_PERCENTILES, ("o-", "s--", "^:"), strict=True):
-                y = np.array([_value(level, w, name, p) for level in levels], dtype=float)
-                ax.plot(x, y, style, markersize=4, label=f"p{p}")
-                if broke.any():
-                    ax.plot(x[broke], y[broke], "x", color="red", markersize=8)
-            for level, top in zip(levels, (_value(lv, w, name, 99) for lv in levels), strict=True):
-                if top == top:  # not NaN: say which level a point is
-                    ax.annotate(str(level.users), (level.requests_per_s, top), fontsize=7, xytext=(3, 3),
-                                textcoords="offset points")  # fmt: skip
-            for t in targets:
-                if t.metric == _SLO_METRIC[name] and t.scope in (w, "*", "run"):
-                    ax.axhline(t.threshold, color="red", linestyle="--", linewidth=1,
-                               label=f"SLO {t.stat} ≤ {t.threshold:g}")  # fmt: skip
-            if knee is not None:
-                ax.axvline(knee.requests_per_s, color="green", linestyle=":", linewidth=1.5,
-                           label=f"knee: {knee.users} users")  # fmt: skip
-            ax.set_title(f"{w} {_LABELS[name]} (ms)", fontsize=9, loc="left")
-            ax.set_xlabel("achieved requests/s", fontsize=8)
-            ax.grid(alpha=0.3)
-            _legend(ax)
-    return _png(fig)
-
-
-def _value(level: SweepLevel, workload: str, metric: str, p: int) -> float:
-    value = level.latency_ms.get(workload, {}).get(metric, {}).get(f"p{p}")
-    return float("nan") if value is None else float(value)
+            "output_tokens_per_s": level.output_tokens_per_s, "held": level.held,
+            "timing_trustworthy": level.timing_trustworthy, "timing_reason": level.timing_reason,
+            "goodput_requests_per_s": level.goodput_requests_per_s, "latency_requests": level.latency_requests,
+            "low_sample": {w: [f"p{p}" for p in ps] for w, ps in level.low_sample().items()}}  # fmt: skip

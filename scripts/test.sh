@@ -14,10 +14,11 @@ if [ ! -x .venv-vllm/bin/python ] || ! .venv-vllm/bin/python -c 'import vllm' 2>
   .venv-vllm/bin/pip uninstall -q -y torchvision torchaudio torchcodec || true
 fi
 
-if ! command -v chromium >/dev/null 2>&1; then
-  # Debian's Chromium for the report's browser test (Playwright drives it; no browser download).
+if ! command -v chromium >/dev/null 2>&1 || ! command -v tcpdump >/dev/null 2>&1; then
+  # Debian's Chromium for the report's browser test (Playwright drives it; no browser download), and
+  # tcpdump for the wire timing tests (a loopback capture; they run as root, as CI does).
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
-  $SUDO apt-get update -q >/dev/null && $SUDO apt-get install -y -q chromium >/dev/null
+  $SUDO apt-get update -q >/dev/null && $SUDO apt-get install -y -q chromium tcpdump >/dev/null
 fi
 
 .venv/bin/ruff check .

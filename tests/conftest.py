@@ -62,6 +62,9 @@ def run_locust(tmp_path: Path, locustfile: str, *args: str, timeout_s: float = 1
         str(tmp_path / "runs"),
         "--json-file",
         str(csv_prefix),
+        # What these runs check is not the load generator's clock (the wire and timing-truth tests
+        # do, with the default): on a busy 2-core CI box a run may read late, said, not failed.
+        *(() if "--timing-verdict" in args else ("--timing-verdict", "warn")),
         *args,
     ]
     proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=timeout_s)

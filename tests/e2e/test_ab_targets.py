@@ -40,7 +40,12 @@ def test_ab_run_keeps_each_targets_timings_apart_on_a_real_server(
             "-u", "4", "-r", "4", "-t", "12s", "--monitor-interval", "0.5",
         )  # fmt: skip
     after = scrape(vllm_server)
-    assert run.returncode in (0, 1), run.output[-3000:]  # the default SLO may break on the slow lane
+    # The default SLO may break on the slow lane (1). The emulator shares the 2 cores with vLLM and
+    # can fall behind its schedule, sending tokens in bursts; a client cannot tell those from reads of
+    # its own that came late, so it may call the run's timing not trustworthy (5) — never silently.
+    assert run.returncode in (0, 1, 5), run.output[-3000:]
+    if run.returncode == 5:
+        assert "timing NOT trustworthy" in run.output, run.output[-3000:]
     records = run.records()
     lanes = {t: [r for r in records if r["target"] == t] for t in ("vllm", "emu")}
     assert len(lanes["vllm"]) + len(lanes["emu"]) == len(records)

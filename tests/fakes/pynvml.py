@@ -43,6 +43,10 @@ def nvmlShutdown() -> None:
     _state["init"] = False
 
 
+def nvmlSystemGetDriverVersion() -> str:
+    return "580.159.04"
+
+
 def nvmlDeviceGetCount() -> int:
     return int(os.environ.get("FAKE_NVML_GPUS", "1"))
 

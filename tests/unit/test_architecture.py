@@ -11,7 +11,7 @@ import grimp
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("workloads", "reports", "monitors", "emulator")
+PACKAGES = ("workloads", "reports", "monitors", "emulator", "tokenstorm")
 
 
 def test_import_contracts_hold() -> None:

@@ -5,6 +5,9 @@ stream timer where TTFT, ITL, TPOT and E2E are defined (:mod:`.timing`). No Locu
 * :mod:`.sse` — Server-Sent Events framing.
 * :mod:`.timing` — :class:`StreamTimer`: the metric definitions of DESIGN.md.
 * :mod:`.client` — :class:`LlmClient`: builds the request body, sends it, fills a ``RequestRecord``.
+* :mod:`.reading` — a response's events into the timer, its figures into the record.
+* :mod:`.stall` — the stall timeout (no byte for N s), one timer per request.
+* :mod:`.failures` — a failure's category and its detail, secrets masked.
 """
 
 from .client import CompletionRequest, LlmClient, TargetError

@@ -5,15 +5,17 @@ Streams are parsed per SSE event as bytes arrive, each event stamped with the re
 the read that completed it (the kernel's, on Linux plain TCP), so a burst of events parsed
 together keeps its own arrival times.
 Every request ends as a :class:`~workloads.RequestRecord`, successful or not; failures get
-an :class:`~workloads.ErrorCategory` instead of an exception.
+an :class:`~workloads.ErrorCategory` instead of an exception, and a detail with the client's secrets
+masked (:mod:`.failures`). Credentials in the URL (``http://user:password@host``) are sent as Basic
+auth and kept out of everything the client stores.
 """
 
 from __future__ import annotations
 
 import socket
-import ssl
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -21,9 +23,12 @@ from urllib.parse import urlsplit
 import gevent
 import orjson
 
-from ..rundir.records import ErrorCategory, RequestRecord
+from ..rundir.records import LATE_EVENT_S, ErrorCategory, RequestRecord
+from ..rundir.secrets import authorization_header, redact, split_credentials
+from .failures import STALL, describe, error_text, fail, http_category, secrets_of
 from .http import HttpConnection, HttpResponse, ProtocolError
-from .sse import SseParser
+from .reading import fill_from_timer, read_stream, read_whole
+from .stall import Stalled, StallWatch
 from .timing import THINK_TAGS, StreamError, StreamTimer
 
 __all__ = ["CompletionRequest", "LlmClient", "TargetError"]
@@ -70,14 +75,24 @@ def may_think(req: CompletionRequest) -> bool:
 
 
 class LlmClient:
-    """Sends completion requests and times them; never raises for a failed request."""
+    """Sends completion requests and times them; never raises for a failed request.
+
+    ``timeout_s`` bounds a whole request; ``stall_timeout_s`` fails one that got no byte for that
+    long (before its headers or mid-stream: category ``stall``), however long it has been healthy.
+    ``api_key`` is sent as ``Bearer KEY``; else ``authorization`` (the whole header value, e.g.
+    ``Basic dXNlcjpwYXNz``), else the credentials of a ``user:password@`` URL as Basic auth. These, and
+    ``secrets`` (more texts: the run's other keys), are masked in every text stored from a server.
+    """
 
     def __init__(
         self,
         base_url: str,
         *,
         api_key: str | None = None,
+        authorization: str | None = None,
+        secrets: Iterable[str] = (),
         timeout_s: float = 600.0,
+        stall_timeout_s: float | None = None,
         connect_timeout_s: float = 10.0,
         continuous_usage: bool = True,
         user_id: int = 0,
@@ -86,11 +101,16 @@ class LlmClient:
         think_tags: tuple[str, str] | None = THINK_TAGS,
         target: str = "",
     ) -> None:
-        parts = urlsplit(base_url if "://" in base_url else f"http://{base_url}")
+        if stall_timeout_s is not None and stall_timeout_s <= 0:
+            raise ValueError(f"stall_timeout_s must be > 0 (None: no stall timeout), not {stall_timeout_s!r}")
+        url, credentials = split_credentials(base_url if "://" in base_url else f"http://{base_url}")
+        if credentials is not None:
+            base_url = url  # the password goes in the header only, never in what is stored or shown
+        parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise TargetError(f"host {base_url!r} is not an http(s) URL like http://gpu-host:8000")
         self._host = parts.hostname
-        #: the target as given (no trailing '/'): the key of per-target state (its model)
+        #: the target as given, without credentials or a trailing '/': the key of per-target state (its model)
         self.base_url = base_url.rstrip("/")
         self._port = parts.port or (443 if parts.scheme == "https" else 80)
         self._ssl = parts.scheme == "https"
@@ -98,9 +118,13 @@ class LlmClient:
         self._prefix = prefix[: -len("/v1")] if prefix.endswith("/v1") else prefix
         self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         self._get_headers = {"Accept": "application/json"}
-        if api_key:
-            self._headers["Authorization"] = self._get_headers["Authorization"] = f"Bearer {api_key}"
+        header = authorization_header(api_key, None) or authorization or authorization_header(None, credentials)
+        if header:
+            self._headers["Authorization"] = self._get_headers["Authorization"] = header
+        #: what is masked in every text the client stores from a server (see :mod:`.failures`)
+        self._secrets = secrets_of(api_key, credentials, header, secrets)
         self._timeout_s = timeout_s
+        self._stall_timeout_s = stall_timeout_s
         self._connect_timeout_s = connect_timeout_s
         self._continuous_usage = continuous_usage
         self._user_id = user_id
@@ -126,8 +150,9 @@ class LlmClient:
                 self._port,
                 use_ssl=self._ssl,
                 connect_timeout_s=self._connect_timeout_s,
-                # No per-read socket timeout: each request runs under one gevent.Timeout, and a
-                # socket timeout would arm a timer on every read (measured: ~5% of client CPU).
+                # No per-read socket timeout: each request runs under one gevent.Timeout (and one
+                # StallWatch timer), and a socket timeout would arm a timer on every read (measured:
+                # ~5% of client CPU).
                 read_timeout_s=None,
                 kernel_timestamps=self._kernel_stamps,
             )
@@ -168,7 +193,8 @@ class LlmClient:
                 body = resp.read()
         except (gevent.Timeout, OSError, ProtocolError) as exc:
             self.close()
-            raise TargetError(f"cannot reach {self._host}:{self._port} ({_describe(exc)}); check --host") from exc
+            why = redact(describe(exc), self._secrets)[:200]
+            raise TargetError(f"cannot reach {self._host}:{self._port} ({why}); check --host") from exc
         if resp.status != 200:
             raise TargetError(f"GET /v1/models answered HTTP {resp.status}; check --host and --api-key")
         try:
@@ -208,6 +234,8 @@ class LlmClient:
         A request interrupted by the load test stopping the user (``GreenletExit``) is returned
         with category ``cancelled``; the caller should keep it and then end the greenlet.
         """
+        body = self.build_body(req, model)
+        sent_max = body.get("max_completion_tokens", body.get("max_tokens"))
         record = RequestRecord(
             workload=req.workload,
             endpoint=req.path,
@@ -218,145 +246,87 @@ class LlmClient:
             user_id=self._user_id,
             target=self._target,
             worker_id=self._worker_id,
-            requested_max_tokens=req.max_tokens,
+            # what the server was asked for: an --extra-body max_tokens wins over the workload's
+            requested_max_tokens=sent_max if isinstance(sent_max, int) else req.max_tokens,
             requested_prompt_tokens=req.requested_prompt_tokens,
         )
-        payload = orjson.dumps(self.build_body(req, model))
+        payload = orjson.dumps(body)
         headers = {**self._headers, **req.headers, "X-Request-Id": self._wire_id(record.request_id)}
         timer = StreamTimer(collect_text=req.collect_text, think_tags=self._think_tags if may_think(req) else None)
         self.last_text = ""
         conn = self._connection()
         resp: HttpResponse | None = None
-        t0 = time.perf_counter()
+        secrets = self._secrets
+        t0 = t_prepare = time.perf_counter()
         try:
-            with gevent.Timeout(self._timeout_s):
+            with gevent.Timeout(self._timeout_s), StallWatch(self._stall_timeout_s, conn) as stall:
+                # Connecting (or noticing a connection the server closed) is not the request's time:
+                # it is done before the clock starts, and the clock starts as the bytes leave.
+                opened = conn.connects
+                conn.prepare()
+                t0 = time.perf_counter()
+                stall.start(t0)
+                if conn.connects != opened:
+                    record.connect_s = t0 - t_prepare
                 resp = conn.request("POST", f"{self._prefix}{req.path}", headers, payload, t_sent=t0)
+                t0 = resp.t_sent
+                if resp.send_s > LATE_EVENT_S:
+                    timer.ttft_late = True  # the request left up to send_s after t0 (preempted mid-send)
+                # The record's start on the shared timeline is the moment its clock started.
+                record.start_epoch_s = time.time() - (time.perf_counter() - t0)
                 record.status_code = resp.status
                 if resp.status != 200:
-                    body = resp.read(_MAX_ERROR_BODY)
+                    err_body = resp.read(_MAX_ERROR_BODY)
                     record.e2e_s = time.perf_counter() - t0
-                    _fail(record, _http_category(resp.status), _error_text(resp.status, body))
+                    fail(record, http_category(resp.status), error_text(resp.status, err_body), secrets)
                     return record
                 if req.stream:
-                    _read_stream(resp, timer, t0)
+                    read_stream(resp, timer, t0)
                     if timer.texts is not None:
                         self.last_text = "".join(timer.texts)
                     timer.finish()
-                    _fill_from_timer(record, timer)
-                else:
-                    _read_whole(resp, record, t0)
+                    fill_from_timer(record, timer)
+                elif (bad := read_whole(resp, record, t0)) is not None:
+                    fail(record, ErrorCategory.MALFORMED_CHUNK, bad, secrets)
                 record.ok = record.error_category is None
         except StreamError as exc:
-            _fill_from_timer(record, timer)
-            _fail(record, exc.category, exc.detail)
+            fill_from_timer(record, timer)
+            fail(record, exc.category, exc.detail, secrets)
         except gevent.GreenletExit:
             # The run is stopping this user mid-request: keep what was measured.
-            _fill_from_timer(record, timer)
-            _fail(record, ErrorCategory.CANCELLED, "stopped by the load test before the response ended")
-        except gevent.Timeout:
-            _fill_from_timer(record, timer)
+            fill_from_timer(record, timer)
+            fail(record, ErrorCategory.CANCELLED, "stopped by the load test before the response ended", secrets)
+        except (gevent.Timeout, Stalled) as exc:
+            fill_from_timer(record, timer)
             record.e2e_s = time.perf_counter() - t0  # when the client gave up, not its last token
-            _fail(record, ErrorCategory.TIMEOUT, f"no complete response within {self._timeout_s:g} s")
+            if isinstance(exc, Stalled):
+                fail(record, STALL, self._stall_detail(record, resp), secrets)
+            else:
+                fail(record, ErrorCategory.TIMEOUT, f"no complete response within {self._timeout_s:g} s", secrets)
         except (OSError, ProtocolError) as exc:
-            _fill_from_timer(record, timer)
+            fill_from_timer(record, timer)
             if isinstance(exc, socket.timeout):
                 # Reads have no socket timeout (the whole request has one): this is the connect.
-                _fail(record, ErrorCategory.CONNECT,
-                      f"no connection to {self._host}:{self._port} within {self._connect_timeout_s:g} s")  # fmt: skip
+                within = f"within {self._connect_timeout_s:g} s"
+                fail(record, ErrorCategory.CONNECT, f"no connection to {self._host}:{self._port} {within}", secrets)
             elif resp is not None:
-                _fail(record, ErrorCategory.STREAM_DROPPED, f"connection lost mid-response ({_describe(exc)})")
+                fail(record, ErrorCategory.STREAM_DROPPED, f"connection lost mid-response ({describe(exc)})", secrets)
             else:
-                _fail(record, ErrorCategory.CONNECT, f"no response from {self._host}:{self._port} ({_describe(exc)})")
+                fail(record, ErrorCategory.CONNECT, f"no response from {self._host}:{self._port} ({describe(exc)})",
+                     secrets)  # fmt: skip
         finally:
             # Keep-alive only after a response read to its end; otherwise its unread bytes go
             # with the socket, so the next request starts on a clean connection.
             if resp is None or not resp.complete:
                 conn.close()
+        if resp is not None:
+            record.read_lag_max_s = resp.read_lag_max_s
         record.timing_violation = record.check_timing()
         return record
 
-
-def _read_stream(resp: HttpResponse, timer: StreamTimer, t0: float) -> None:
-    """Feed SSE events to the timer, each stamped with the read that completed it (kernel
-    receive time where available, see :mod:`workloads._http`), as seconds since ``t0``."""
-    parser = SseParser()
-    on_event = timer.on_event
-    feed = parser.feed
-    t = t0
-    for piece, t in resp.body():
-        for payload in feed(piece):
-            on_event(payload, t - t0)
-    for payload in parser.flush():
-        on_event(payload, t - t0)
-
-
-def _read_whole(resp: HttpResponse, record: RequestRecord, t0: float) -> None:
-    body = resp.read()
-    record.e2e_s = time.perf_counter() - t0
-    try:
-        data = orjson.loads(body)
-        choice = data["choices"][0]
-        record.finish_reason = choice.get("finish_reason")
-        record.response_id = data.get("id")
-        usage = data.get("usage") or {}
-        record.prompt_tokens = usage.get("prompt_tokens")
-        record.output_tokens = usage.get("completion_tokens")
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-        _fail(record, ErrorCategory.MALFORMED_CHUNK, "response body is not a completion object")
-        return
-    if record.output_tokens and record.output_tokens > 1:
-        record.token_events = 1
-
-
-def _fill_from_timer(record: RequestRecord, timer: StreamTimer) -> None:
-    record.ttfc_s = timer.first_chunk_t
-    record.ttft_s = timer.first_token_t
-    record.ttft_visible_s = timer.first_visible_t
-    record.ttft_answer_s = timer.first_answer_t
-    record.e2e_s = timer.last_token_t
-    record.done_s = timer.done_t
-    record.itl_gaps_s = timer.itl_gaps
-    record.token_events = timer.token_events
-    record.reasoning_events = timer.reasoning_events
-    record.reasoning_tokens = timer.reasoning_tokens if timer.reasoning_events else 0
-    record.finish_reason = timer.finish_reason
-    record.prompt_tokens = timer.prompt_tokens
-    record.output_tokens = timer.output_tokens
-    record.response_id = timer.response_id
-    record.tpot_s = timer.tpot_s
-
-
-def _fail(record: RequestRecord, category: str, detail: str) -> None:
-    record.ok = False
-    record.error_category = category
-    record.error_detail = detail
-
-
-def _http_category(status: int) -> str:
-    if status == 429:
-        return ErrorCategory.RATE_LIMITED
-    if status >= 500:
-        return ErrorCategory.SERVER_ERROR
-    return ErrorCategory.CLIENT_ERROR
-
-
-def _error_text(status: int, body: bytes) -> str:
-    try:
-        data = orjson.loads(body)
-        err = data.get("error", data) if isinstance(data, dict) else data
-        msg = err.get("message", err) if isinstance(err, dict) else err
-        text = str(msg)
-    except ValueError:
-        text = body.decode("utf-8", "replace")
-    return f"HTTP {status}: {text[:300]}"
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, ConnectionRefusedError):
-        return "connection refused"
-    if isinstance(exc, socket.gaierror):
-        return "host name does not resolve"
-    if isinstance(exc, ssl.SSLError):
-        return f"TLS error: {exc.reason}"
-    text = str(exc) or type(exc).__name__
-    return text[:200]
+    def _stall_detail(self, record: RequestRecord, resp: HttpResponse | None) -> str:
+        quiet = f"no byte for {self._stall_timeout_s:g} s (stall timeout)"
+        if resp is None:
+            return f"{quiet} before the response headers"
+        tokens = record.output_tokens if record.output_tokens is not None else record.token_events
+        return f"{quiet} after {tokens} tokens"

@@ -1,20 +1,20 @@
 """One keep-alive HTTP/1.1 connection whose every read carries the time its bytes arrived.
 
-Why not an HTTP library: a load tester's numbers are only as good as the moment it notices
-each byte. Libraries hide the socket behind pools and buffers, so a response's first bytes
-(read together with its headers) and its later bytes get stamped by different means, and a
-connection that is not handed back in time makes the next request wait on the pool (both were
-measured against vLLM: TTFT ~10x high, whole streams read "at once"). Here the connection is
-a plain gevent socket owned by one simulated user, the HTTP framing is parsed by ``httptools``
-(llhttp, the parser uvicorn uses — a public API, no private attributes), and each ``recv``
-is stamped once, right as it returns. On Linux plain TCP the stamp is the kernel's packet
-receive time (``SO_TIMESTAMPNS``), so a busy client's own scheduling is not added to it. A read
-that drains several packets carries the stamp of the last one (TCP keeps one stamp per read),
-so the events in it still look simultaneous: reading promptly matters as much as stamping.
+Why not an HTTP library: libraries hide the socket behind pools and buffers, so a response's
+first bytes (read with its headers) and its later bytes get stamped by different means, and a
+connection not handed back in time makes the next request wait on the pool (measured against
+vLLM: TTFT ~10x high, whole streams read "at once"). Here the connection is a plain gevent
+socket owned by one simulated user, framing is parsed by ``httptools`` (llhttp, uvicorn's
+parser), and each ``recv`` is stamped once, as it returns — on Linux plain TCP with the kernel's
+packet receive time (``SO_TIMESTAMPNS``), so a busy client's own scheduling is not added to it.
+A read that drains several packets carries the newest one's stamp: a late reader finds the
+queued segments coalesced (``tcp_try_coalesce`` keeps the newest stamp), the earlier events'
+arrival times gone. So each read also says how far it can be trusted: its *lag* (return time −
+kernel stamp) and its *window* (kernel stamp − the previous read's return: its bytes arrived
+within it). The client counts the events such a read may have stamped late (``late_events``).
 
-Every body piece, including the bytes that arrived in the same read as the headers, carries
-the stamp of the read that delivered it, on one clock (``time.perf_counter``), and stamps
-never go backwards within a response.
+Every body piece, including bytes read with the headers, carries the stamp of the read that
+delivered it, on one clock (``time.perf_counter``); stamps never go backwards within a response.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ from typing import Any
 import gevent.socket
 import gevent.ssl
 import httptools
+
+from .stamps import WALL_TO_PERF
 
 __all__ = ["HttpConnection", "HttpResponse", "ProtocolError", "kernel_timestamps_supported"]
 
@@ -59,7 +61,8 @@ def kernel_timestamps_supported() -> bool:
 class _ResponseState:
     """httptools callbacks; only the ones defined here are called (it checks at init)."""
 
-    __slots__ = ("complete", "headers", "headers_done", "keep_alive", "parser", "pieces", "read_pieces", "t_read")
+    __slots__ = ("complete", "headers", "headers_done", "keep_alive", "lag_max_s", "parser", "pieces", "read_pieces",
+                 "send_s", "t_read", "t_returned", "t_sent")  # fmt: skip
 
     def __init__(self) -> None:
         self.parser: Any = None
@@ -67,11 +70,18 @@ class _ResponseState:
         self.headers_done = False
         self.complete = False
         self.keep_alive = False
-        #: decoded body not yet handed out: one (bytes, stamp) per network read
-        self.pieces: list[tuple[bytes, float]] = []
+        #: decoded body not yet handed out: one (bytes, stamp, window) per network read
+        self.pieces: list[tuple[bytes, float, float]] = []
         #: the body pieces of the read being parsed (a chunked stream gives one per chunk)
         self.read_pieces: list[bytes] = []
         self.t_read = 0.0
+        #: perf_counter time right before the request's bytes were handed to the kernel, and how long it took
+        self.t_sent = 0.0
+        self.send_s = 0.0
+        #: when the previous read returned (the request's send time before the first)
+        self.t_returned = 0.0
+        #: the worst return time − kernel stamp of the response's reads; None: none kernel-stamped
+        self.lag_max_s: float | None = None
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self.headers[name.decode("latin-1").lower()] = value.decode("latin-1")
@@ -112,9 +122,27 @@ class HttpResponse:
         """The server lets the connection carry another request after this response."""
         return self._state.keep_alive
 
-    def body(self) -> Iterator[tuple[bytes, float]]:
-        """Yield ``(piece, t)``: decoded body bytes and the ``perf_counter`` time of the read
-        that delivered them, as they arrive, until the message is complete."""
+    @property
+    def t_sent(self) -> float:
+        """``perf_counter`` time right before the request's bytes were handed to the kernel."""
+        return self._state.t_sent
+
+    @property
+    def send_s(self) -> float:
+        """How long ``sendall`` took: the request left somewhere in it after :attr:`t_sent`."""
+        return self._state.send_s
+
+    @property
+    def read_lag_max_s(self) -> float | None:
+        """The worst lag of this response's reads so far (return − kernel stamp of the newest
+        packet); ``None`` when none was stamped by the kernel (TLS, non-Linux)."""
+        return self._state.lag_max_s
+
+    def body(self) -> Iterator[tuple[bytes, float, float]]:
+        """Yield ``(piece, t, window)``: decoded body bytes, the ``perf_counter`` time of the read
+        that delivered them, and how long before ``t`` its earliest byte may have arrived (``t`` −
+        the previous read's return), as they arrive, until the message is complete. A piece whose
+        window is short was read on time even if it holds several events."""
         state = self._state
         while True:
             if state.pieces:
@@ -128,7 +156,7 @@ class HttpResponse:
     def read(self, limit: int | None = None) -> bytes:
         """The whole body (or its first ``limit`` bytes; the connection is then closed if more was left)."""
         out = bytearray()
-        for piece, _t in self.body():
+        for piece, _t, _window in self.body():
             out += piece
             if limit is not None and len(out) >= limit:
                 if self.complete:
@@ -167,13 +195,16 @@ class HttpConnection:
         self._sock: Any = None
         self._kernel_stamps = False
         self._busy = False
+        #: prepare() made the connection ready for the next request (request() need not check again)
+        self._prepared = False
+        #: the connection was opened for the next request (a reset on it is never the idle race)
+        self._fresh = False
         #: a reused connection reset with no answer is retried only after this long idle (see request())
         self._idle_race_s = idle_race_s
         self._idle_since = 0.0
         #: how many TCP connections this object opened (keep-alive reuse keeps it at 1)
         self.connects = 0
-        # CLOCK_REALTIME − perf_counter, for mapping kernel stamps onto perf_counter
-        self._wall_minus_perf_ns = 0
+        self._state: _ResponseState | None = None  # the response of the latest request
 
     # -- connection -----------------------------------------------------------------------
     def _connect(self) -> None:
@@ -229,11 +260,30 @@ class HttpConnection:
         self.close()
 
     @property
+    def last_byte_t(self) -> float | None:
+        """The stamp of the latest request's newest byte so far (its send time before any came back;
+        ``None`` before any request): what a stall watch checks, kept by the reads at no extra cost."""
+        return self._state.t_read if self._state is not None else None
+
+    @property
     def kernel_timestamps(self) -> bool:
         """Whether reads on the current connection are stamped by the kernel."""
         return self._kernel_stamps and self._sock is not None
 
     # -- requests -------------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Make the connection ready to carry the next request — drop a half-read one, notice one the
+        server closed while idle, connect — so that none of it falls inside the request's timing
+        (measured on the wire: a new connection's name lookup and handshake put 2-20 ms into TTFT)."""
+        if self._busy:
+            self.close()  # the previous response was not read to the end: its bytes are garbage
+        if self._sock is not None and not self._fresh and not self._alive():
+            self.close()
+        if self._sock is None:
+            self._connect()
+            self._fresh = True
+        self._prepared = True
+
     def request(
         self, method: str, path: str, headers: dict[str, str], body: bytes = b"", *, t_sent: float | None = None
     ) -> HttpResponse:
@@ -247,12 +297,10 @@ class HttpConnection:
         idle for less, the server dropped the request — a failure the caller records, not hides.
         """
         t_floor = time.perf_counter() if t_sent is None else t_sent
-        if self._busy:
-            self.close()  # the previous response was not read to the end: its bytes are garbage
-        reused = self._sock is not None
-        if reused and not self._alive():
-            self.close()
-            reused = False
+        if not self._prepared:
+            self.prepare()
+        reused = not self._fresh
+        self._prepared = self._fresh = False
         may_retry = reused and time.perf_counter() - self._idle_since >= self._idle_race_s
         host = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 literal
         head = [f"{method} {path} HTTP/1.1\r\nHost: {host}:{self.port}\r\n"]
@@ -271,12 +319,15 @@ class HttpConnection:
         if self._sock is None:
             self._connect()
         self._busy = True
-        self._wall_minus_perf_ns = time.time_ns() - time.perf_counter_ns()
-        state = _ResponseState()
-        state.t_read = t_floor
+        self._state = state = _ResponseState()
         state.parser = httptools.HttpResponseParser(state)
         try:
+            # The request counts from right before its bytes go to the kernel (nothing in between).
+            t_before = time.perf_counter()
             self._sock.sendall(raw)
+            # The bytes left somewhere in this span: past LATE_EVENT_S (preempted), TTFT may be off.
+            state.send_s = time.perf_counter() - t_before
+            state.t_sent = state.t_read = state.t_returned = max(t_floor, t_before)
             self.read_into(state)
         except ConnectionError as exc:
             if may_retry:
@@ -298,13 +349,16 @@ class HttpConnection:
             for level, kind, cdata in ancdata:
                 if kind == _SO_TIMESTAMPNS and level == _SOL_SOCKET and len(cdata) >= 16:
                     sec, nsec = _unpack_timespec(cdata)
-                    t_kernel = (sec * 1_000_000_000 + nsec - self._wall_minus_perf_ns) / 1e9
+                    t_kernel = (sec * 1_000_000_000 + nsec - WALL_TO_PERF.offset_ns()) / 1e9
                     # A wall-clock step mid-request would put the stamp off the axis: keep `now`.
                     if t_kernel <= now:
                         t = t_kernel
+                        lag = now - t_kernel
+                        if state.lag_max_s is None or lag > state.lag_max_s:
+                            state.lag_max_s = lag
         else:
             data = sock.recv(_BLOCK)
-            t = time.perf_counter()
+            now = t = time.perf_counter()
         if not data:
             self.close()
             if state.headers_done and not state.complete and not _framed(state.headers):
@@ -315,6 +369,9 @@ class HttpConnection:
             raise ConnectionResetError("connection closed by the server")
         # One clock per response: stamps never go backwards, even across the kernel/now fallback.
         state.t_read = t if t > state.t_read else state.t_read
+        window = state.t_read - state.t_returned
+        if len(data) < _BLOCK:  # a full buffer left bytes queued: the next read's window starts here too
+            state.t_returned = now
         try:
             state.parser.feed_data(data)
         except httptools.HttpParserError as exc:
@@ -323,7 +380,7 @@ class HttpConnection:
         read = state.read_pieces
         if read:
             # Everything one read delivered shares its stamp: hand it out as one piece.
-            state.pieces.append((read[0] if len(read) == 1 else b"".join(read), state.t_read))
+            state.pieces.append((read[0] if len(read) == 1 else b"".join(read), state.t_read, window))
             read.clear()
 
     def response_done(self, resp: HttpResponse) -> None:

@@ -48,6 +48,11 @@ class SseParser:
             # Comments (":..."), "event:", "id:" and "retry:" carry nothing we time.
         return events
 
+    @property
+    def pending(self) -> bool:
+        """Whether bytes of an event not yet complete are held (more of it is to come)."""
+        return bool(self._pending or self._data_lines)
+
     def flush(self) -> list[bytes]:
         """Return an event left unterminated when the stream ended (for diagnostics)."""
         if self._pending.startswith(b"data:"):

@@ -33,7 +33,8 @@ __all__ = ["StreamError", "StreamTimer"]
 
 
 class StreamError(Exception):
-    """A stream that cannot be read as a valid completion; ``category`` says why."""
+    """A stream that cannot be read as a valid completion; ``category`` says why. ``detail`` may quote
+    the server at length: the client masks secrets in it before cutting it short."""
 
     def __init__(self, category: str, detail: str) -> None:
         super().__init__(detail)
@@ -41,6 +42,9 @@ class StreamError(Exception):
         self.detail = detail
 
 
+# How much of the server's text a detail quotes: well past what is stored, so that a secret in it is
+# masked whole before the detail is cut (a cut through a key would leave part of it unrecognised).
+_EXCERPT = 4096
 _REASONING_KEYS = ("reasoning_content", "reasoning")
 #: the markers models without a reasoning parser put around their reasoning in ``content``
 THINK_TAGS = ("<think>", "</think>")
@@ -69,6 +73,7 @@ class StreamTimer:
         "first_visible_t",
         "itl_gaps",
         "last_token_t",
+        "late_events",
         "output_tokens",
         "prompt_tokens",
         "reasoning_events",
@@ -76,6 +81,7 @@ class StreamTimer:
         "response_id",
         "texts",
         "token_events",
+        "ttft_late",
     )
 
     def __init__(self, collect_text: bool = False, think_tags: tuple[str, str] | None = THINK_TAGS) -> None:
@@ -88,6 +94,9 @@ class StreamTimer:
         self.done_t: float | None = None
         self.itl_gaps: list[float] = []
         self.token_events = 0
+        #: token events that may carry a later packet's stamp (counted by the reader, see client.py)
+        self.late_events = 0
+        self.ttft_late = False
         self.reasoning_events = 0
         self.reasoning_tokens = 0
         self.finish_reason: str | None = None
@@ -117,13 +126,13 @@ class StreamTimer:
         try:
             chunk: Any = orjson.loads(payload)
         except ValueError as exc:
-            raise StreamError(ErrorCategory.MALFORMED_CHUNK, f"chunk is not JSON: {payload[:80]!r}") from exc
+            raise StreamError(ErrorCategory.MALFORMED_CHUNK, f"chunk is not JSON: {payload[:_EXCERPT]!r}") from exc
         if not isinstance(chunk, dict):
-            raise StreamError(ErrorCategory.MALFORMED_CHUNK, f"chunk is not an object: {payload[:80]!r}")
+            raise StreamError(ErrorCategory.MALFORMED_CHUNK, f"chunk is not an object: {payload[:_EXCERPT]!r}")
         if "error" in chunk and not chunk.get("choices"):
             err = chunk["error"]
             msg = err.get("message", err) if isinstance(err, dict) else err
-            raise StreamError(ErrorCategory.ERROR_EVENT, f"server sent an error event: {str(msg)[:200]}")
+            raise StreamError(ErrorCategory.ERROR_EVENT, f"server sent an error event: {str(msg)[:_EXCERPT]}")
         if self.response_id is None:
             rid = chunk.get("id")
             if isinstance(rid, str):

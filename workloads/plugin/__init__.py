@@ -1,14 +1,17 @@
 """The Locust integration — the one layer that imports Locust.
 
-* :mod:`.options` — every option, parsed and validated once into a frozen ``RunOptions``.
-* :mod:`.lifecycle` — start-up checks, the emulator, run start/stop, outputs and exit code; :func:`install`.
+Grouped by concern:
+
+* :mod:`.core` — the run itself: ``options`` (every option, validated once into a frozen ``RunOptions``),
+  ``targets`` (A/B endpoints), ``lifecycle`` (start-up checks, the emulator, run start/stop, outputs, exit
+  code; :func:`install`), ``context`` (per-process run state: records, live rates, ``run.json``),
+  ``shipping`` (workers' records to the master), ``monitoring`` (the monitor process, ``load.jsonl``, lost
+  workers), ``rates``, ``gc``, and ``locust_compat`` (the one place that touches Locust's internals).
 * :mod:`.users` — ``LlmUser``, a user class per traffic model, and the one ``send`` path.
-* :mod:`.context` — per-process run state (``RunContext``): records, live rates, ``run.json``.
-* :mod:`.shipping` — workers' records and CPU to the master; liveness.
-* :mod:`.monitoring` — the monitor process, ``load.jsonl``, lost workers, client-bound generators.
-* :mod:`.shapes`, :mod:`.capacity`, :mod:`.sweep` — step shape, open-loop arrivals, SLO capacity search, load sweep.
-* :mod:`.webui` — the web UI's tokenstorm tabs and live report.
-* :mod:`.locust_compat` — the one place that touches Locust's internals.
+* :mod:`.shapes` — step shape and open-loop arrivals (``steps``), SLO capacity search, load sweep, their
+  per-level judging (``levels``), soak snapshots.
+* :mod:`.web` — the web UI's tokenstorm tabs (``webui``), its live view and the live window behind it.
+* :mod:`.export` — the live Prometheus export (``--metrics-port``).
 """
 
 from __future__ import annotations
@@ -17,22 +20,22 @@ import importlib
 from typing import Any
 
 # Names are loaded on first use (PEP 562): importing Locust monkey-patches the process, so
-# ``workloads.plugin.options`` and friends stay importable without it (tests, tools).
+# ``workloads.plugin.core.options`` and friends stay importable without it (tests, tools).
 _USERS = ("ChatUser", "CodeUser", "ContractUser", "LlmRequestFailed", "LlmUser", "WorkloadUser", "send", "user_class",
           "user_classes")  # fmt: skip
 _HOMES = {
     "EXIT_RUN_FAILED": "..rundir",
-    "CapacitySearchShape": ".capacity",
-    "RunContext": ".context",
-    "context": ".context",
-    "install": ".lifecycle",
-    "OptionError": ".options",
-    "RunOptions": ".options",
-    "parse_steps": ".options",
-    "OpenLoopUser": ".shapes",
-    "StepShape": ".shapes",
-    "SweepShape": ".sweep",
-    **dict.fromkeys(_USERS, ".users"),
+    "CapacitySearchShape": ".shapes.capacity",
+    "RunContext": ".core.context",
+    "context": ".core.context",
+    "install": ".core.lifecycle",
+    "OptionError": ".core.options",
+    "RunOptions": ".core.options",
+    "parse_steps": ".core.options",
+    "OpenLoopUser": ".shapes.steps",
+    "StepShape": ".shapes.steps",
+    "SweepShape": ".shapes.sweep",
+    **dict.fromkeys(_USERS, ".users.workload"),
 }
 
 

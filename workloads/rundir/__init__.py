@@ -22,9 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 from .meta import (
     CAPACITY_FILE,
-    CLIENT_BOUND_CPU_PCT,
     EXIT_CODES,
     EXIT_RUN_FAILED,
+    FIDELITY_MAX_LATE_SHARE,
+    FIDELITY_MAX_LOOP_LAG_P99_MS,
+    FIDELITY_MAX_READ_AT_ONCE_SHARE,
+    FIDELITY_MAX_TTFT_LATE_SHARE,
+    FIDELITY_MIN_LATE,
+    FIDELITY_READ_AT_ONCE_MIN_GAPS,
     GPU_FILE,
     JUNIT_FILE,
     LOAD_FILE,
@@ -51,11 +56,12 @@ from .meta import (
     write_run_meta,
     write_summary,
 )
-from .records import RECORD_SCHEMA_VERSION, ErrorCategory, RecordTail, RecordWriter, RequestRecord
+from .records import LATE_EVENT_S, RECORD_SCHEMA_VERSION, ErrorCategory, RecordTail, RecordWriter, RequestRecord
 from .samples import MONITOR_SCHEMA_VERSION, GpuSample, MonitorGap, ServerSample, read_samples, to_line
 from .sweep import (
     SWEEP_FILE,
     SWEEP_METRICS,
+    SWEEP_MIN_REQUESTS,
     SWEEP_PERCENTILES,
     SweepLevel,
     SweepResult,
@@ -89,12 +95,18 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "CAPACITY_FILE",
-    "CLIENT_BOUND_CPU_PCT",
     "EXIT_CODES",
     "EXIT_RUN_FAILED",
+    "FIDELITY_MAX_LATE_SHARE",
+    "FIDELITY_MAX_LOOP_LAG_P99_MS",
+    "FIDELITY_MAX_READ_AT_ONCE_SHARE",
+    "FIDELITY_MAX_TTFT_LATE_SHARE",
+    "FIDELITY_MIN_LATE",
+    "FIDELITY_READ_AT_ONCE_MIN_GAPS",
     "FRAME_COLUMNS",
     "GPU_FILE",
     "JUNIT_FILE",
+    "LATE_EVENT_S",
     "LOAD_FILE",
     "MONITOR_SCHEMA_VERSION",
     "RECORDS_FORMAT_VERSION",
@@ -109,6 +121,7 @@ __all__ = [
     "SUMMARY_SCHEMA_VERSION",
     "SWEEP_FILE",
     "SWEEP_METRICS",
+    "SWEEP_MIN_REQUESTS",
     "SWEEP_PERCENTILES",
     "CapacityResult",
     "CapacityStep",

@@ -36,7 +36,8 @@ __all__ = ["FRAME_COLUMNS", "ItlHistogram", "ItlSource", "frame_from_rows", "rea
 #: the scalar columns of a report's table (see RequestRecord for their meaning)
 FRAME_COLUMNS = ("workload", "model", "worker_id", "start_epoch_s", "ok", "status_code", "error_category",
                  "error_detail", "prompt_tokens", "output_tokens", "ttft_s", "e2e_s", "tpot_s", "warmup",
-                 "send_lag_s", "timing_violation", "target")  # fmt: skip
+                 "send_lag_s", "timing_violation", "target", "token_events", "late_events", "ttft_late",
+                 "read_lag_max_s")  # fmt: skip
 _EXACT_BELOW_US = 1 << 20
 _HIGH_RATIO = 1.0001
 _HIGH_BINS = int(np.ceil(np.log(2**31 / _EXACT_BELOW_US) / np.log(_HIGH_RATIO))) + 1
@@ -235,11 +236,12 @@ _STRING_COLUMNS = frozenset({"workload", "model", "worker_id", "error_category",
 _DTYPES = {"ok": np.bool_, "warmup": np.bool_, "status_code": np.float32, "send_lag_s": np.float32}
 
 
-def read_requests_frame(run_dir: Path) -> tuple[pd.DataFrame, ItlSource]:
+def read_requests_frame(run_dir: Path | str) -> tuple[pd.DataFrame, ItlSource]:
     """``(table, gaps)`` of every request record in ``run_dir`` (segments or ``requests.jsonl``).
 
     A large ``requests.jsonl`` is parsed once into a temporary Arrow file that the table's and
     the gaps' passes then read, instead of parsing the JSON text on every pass."""
+    run_dir = Path(run_dir)  # a str as README shows it, or a Path
     jsonl = run_dir / REQUESTS_FILE
     if not segment_paths(run_dir / SEGMENTS_DIR) and jsonl.is_file() and jsonl.stat().st_size > _PARSE_ONCE_BYTES:
         tmp = Path(tempfile.mkdtemp(prefix="tokenstorm-records-"))

@@ -3,7 +3,7 @@
 Each has one dataclass here, one writer and one reader; the Locust plugin writes through
 them and ``reports`` reads through them. Readers accept every earlier ``schema`` version
 and ignore keys a newer writer added (kept in ``extra`` where a round trip needs them).
-Verdicts, exit codes and the client-bound threshold are defined here once.
+Verdicts, exit codes and the timing-fidelity bounds are defined here once.
 """
 
 from __future__ import annotations
@@ -17,9 +17,14 @@ import orjson
 
 __all__ = [
     "CAPACITY_FILE",
-    "CLIENT_BOUND_CPU_PCT",
     "EXIT_CODES",
     "EXIT_RUN_FAILED",
+    "FIDELITY_MAX_LATE_SHARE",
+    "FIDELITY_MAX_LOOP_LAG_P99_MS",
+    "FIDELITY_MAX_READ_AT_ONCE_SHARE",
+    "FIDELITY_MAX_TTFT_LATE_SHARE",
+    "FIDELITY_MIN_LATE",
+    "FIDELITY_READ_AT_ONCE_MIN_GAPS",
     "GPU_FILE",
     "JUNIT_FILE",
     "LOAD_FILE",
@@ -68,12 +73,31 @@ SUMMARY_SCHEMA_VERSION = 1
 
 # -- verdicts and exit codes ----------------------------------------------------------------
 #: Exit code of a run whose SLOs held / broke / that itself failed (target unusable, too many
-#: errors) / that did not run as planned (a worker lost, never finished: its figures are partial).
-EXIT_CODES = {"passed": 0, "failed": 1, "run_failed": 3, "incomplete": 4}
+#: errors) / that did not run as planned (a worker lost, never finished: its figures are partial) /
+#: whose SLOs held or broke but whose timing is not trustworthy (the load generator read late).
+EXIT_CODES = {"passed": 0, "failed": 1, "run_failed": 3, "incomplete": 4, "unreliable": 5}
 EXIT_RUN_FAILED = EXIT_CODES["run_failed"]
 
-#: A load generator above this CPU share measures its own queueing, not the server's latency.
-CLIENT_BOUND_CPU_PCT = 90.0
+# -- timing fidelity: when a run's timing is trustworthy (reports' evaluate_fidelity) -------------
+#: At most this share of token events may be *late* (read together with a later one after waiting
+#: in the socket for over ``LATE_EVENT_S``: their own arrival times are lost).
+FIDELITY_MAX_LATE_SHARE = 0.05
+#: At most this share of streamed records with a first token may have that first token (TTFT) late.
+FIDELITY_MAX_TTFT_LATE_SHARE = 0.05
+#: ... and a bound is only broken by at least this many late ones: in a short run one late TTFT of
+#: 40 is 2.5%, and a quiet load generator reads ~0.5% of them late (two events that left together)
+FIDELITY_MIN_LATE = 5
+#: At most this share of streams may be *read at once*: more than half of their gaps after a late
+#: event (their ITLs and TPOT are the reader's, not the server's). Late events spread thinly cost a
+#: gap each; bunched into a few streams they make up whole records, and over 1% of the records is
+#: what a p99 the report quotes is made of. No minimum count: in a 40-request run one such stream is its p99.
+FIDELITY_MAX_READ_AT_ONCE_SHARE = 0.01
+#: ... of the streams with at least this many gaps (a 1- or 2-token answer has no ITL to make up: its
+#: late first token is the TTFT bound's business)
+FIDELITY_READ_AT_ONCE_MIN_GAPS = 2
+#: Records read without kernel receive stamps (TLS, non-Linux) cannot say which events were late:
+#: for them the load generators' event-loop lag p99 (mean over the run's seconds) must stay within this.
+FIDELITY_MAX_LOOP_LAG_P99_MS = 5.0
 
 
 def write_json_atomic(path: Path, doc: Any) -> None:
@@ -117,10 +141,18 @@ class RunMeta:
     slo_spec_text: str | None = None
     slo_spec_source: str | None = None
     workers_lost: dict[str, dict[str, Any]] = field(default_factory=dict)
-    client_bound: list[str] = field(default_factory=list)
     gc: dict[str, Any] = field(default_factory=dict)
     #: A/B runs (--targets): [{"label": ..., "url": ...}] in the order given; empty: one target
     targets: list[dict[str, str]] = field(default_factory=list)
+    #: What served the run, captured from the server, not typed: per target label ("" for a one-target
+    #: run) {"url": display URL, "server_version": str | None (GET /version), "engine": {info name ->
+    #: {label -> value}} (vLLM's ``vllm:<name>_info`` gauges, e.g. "cache_config" -> {"block_size": "16",
+    #: ...}), "model": {"id": str, "max_model_len": int | None} (GET /v1/models), "problems": [one line
+    #: per source that could not be read]}. Empty: not captured (an older run).
+    deployment: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The GPUs the sidecar saw: [{"index": int, "name": str, "memory_total_mib": float | None,
+    #: "driver": str | None}]; empty: no GPU monitor or no GPU.
+    gpus: list[dict[str, Any]] = field(default_factory=list)
     schema: int = RUN_SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)  # keys of a newer writer, kept as they were
 
@@ -133,8 +165,9 @@ class RunMeta:
         """The JSON object written to ``run.json``."""
         doc = asdict(self)
         extra = doc.pop("extra")
-        if not doc["targets"]:
-            del doc["targets"]  # a one-target run's run.json stays as 0.1 wrote it
+        for key in ("targets", "deployment", "gpus"):
+            if not doc[key]:
+                del doc[key]  # a one-target run's run.json stays as 0.1 wrote it
         return {**extra, **doc}
 
 
@@ -143,8 +176,9 @@ def write_run_meta(run_dir: Path, meta: RunMeta) -> None:
     write_json_atomic(run_dir / RUN_FILE, meta.to_dict())
 
 
-def read_run_meta(run_dir: Path) -> RunMeta | None:
+def read_run_meta(run_dir: Path | str) -> RunMeta | None:
     """``run.json`` of ``run_dir``; ``None`` when there is none."""
+    run_dir = Path(run_dir)  # a str as README shows it, or a Path
     path = run_dir / RUN_FILE
     if not path.exists():
         return None
@@ -159,11 +193,16 @@ def read_run_meta(run_dir: Path) -> RunMeta | None:
 # -- load.jsonl ----------------------------------------------------------------------------------
 @dataclass(slots=True)
 class LoadSample:
-    """Offered load at one instant: users, and each load generator's CPU % (worker id -> %)."""
+    """Offered load at one instant: users, each load generator's CPU % (worker id -> %, 100 = one
+    core) and its timekeeping figures (worker id -> ``ClockSample.as_dict()``: ``interval_s``,
+    ``cpu_pct``, ``runq_wait_ms_per_s``, ``throttled_ms_per_s``, ``nr_throttled``,
+    ``loop_lag_p99_ms``, ``loop_lag_max_ms``; ``None`` where not measurable). Files written before
+    the timekeeping figures existed read with ``clock`` empty."""
 
     epoch_s: float
     users: int
     cpu: dict[str, float] = field(default_factory=dict)
+    clock: dict[str, dict[str, float | None]] = field(default_factory=dict)
 
 
 class LoadWriter:
@@ -175,7 +214,8 @@ class LoadWriter:
     def write(self, sample: LoadSample) -> None:
         """Append one sample."""
         if not self._fh.closed:
-            self._fh.write(orjson.dumps({"epoch_s": sample.epoch_s, "users": sample.users, "cpu": sample.cpu}))
+            self._fh.write(orjson.dumps({"epoch_s": sample.epoch_s, "users": sample.users, "cpu": sample.cpu,
+                                         "clock": sample.clock}))  # fmt: skip
             self._fh.write(b"\n")
             self._fh.flush()
 
@@ -184,8 +224,9 @@ class LoadWriter:
         self._fh.close()
 
 
-def read_load(run_dir: Path) -> list[LoadSample]:
+def read_load(run_dir: Path | str) -> list[LoadSample]:
     """The samples of ``load.jsonl`` (a line torn by a crash is skipped)."""
+    run_dir = Path(run_dir)  # a str as README shows it, or a Path
     path = run_dir / LOAD_FILE
     if not path.exists():
         return []
@@ -194,8 +235,10 @@ def read_load(run_dir: Path) -> list[LoadSample]:
         for line in fh:
             try:
                 d = json.loads(line)
+                clock = {str(w): {str(k): None if v is None else float(v) for k, v in figures.items()}
+                         for w, figures in (d.get("clock") or {}).items()}  # fmt: skip
                 out.append(LoadSample(float(d["epoch_s"]), int(d.get("users") or 0),
-                                      {str(k): float(v) for k, v in (d.get("cpu") or {}).items()}))  # fmt: skip
+                                      {str(k): float(v) for k, v in (d.get("cpu") or {}).items()}, clock))  # fmt: skip
             except (ValueError, KeyError, TypeError, AttributeError):
                 continue
     return out
@@ -204,22 +247,30 @@ def read_load(run_dir: Path) -> list[LoadSample]:
 # -- capacity.json ----------------------------------------------------------------------------------
 @dataclass
 class CapacityStep:
-    """One capacity-search step: its users, the requests judged, and each SLO's measured value."""
+    """One capacity-search step: its users, the requests judged, and each SLO's measured value.
+    ``held``: every per-request SLO held *and* the load generator's timing was trustworthy."""
 
     users: int
     requests: int
     held: bool
     measured: dict[str, float | None] = field(default_factory=dict)
+    #: the load generator read this step's streams on time (``reports.evaluate_fidelity``); False:
+    #: the step's figures say nothing of the server, and the search stopped there
+    timing_trustworthy: bool = True
+    timing_reason: str = ""  # the fidelity verdict's one line ("" in files written before it)
 
 
 @dataclass
 class CapacityResult:
-    """``capacity.json``: the highest load whose step held every per-request SLO."""
+    """``capacity.json``: the highest load whose step held every per-request SLO, with every
+    step below it held too; the search stops at the first step that broke an SLO
+    (``broke_at_users``) or whose timing was not trustworthy (``untrustworthy_at_users``)."""
 
     highest_users_that_held: int | None
     broke_at_users: int | None
     steps: list[CapacityStep] = field(default_factory=list)
     schema: int = 1
+    untrustworthy_at_users: int | None = None
 
 
 def write_capacity(run_dir: Path, result: CapacityResult) -> None:
@@ -227,16 +278,18 @@ def write_capacity(run_dir: Path, result: CapacityResult) -> None:
     write_json_atomic(run_dir / CAPACITY_FILE, asdict(result))
 
 
-def read_capacity(run_dir: Path) -> CapacityResult | None:
+def read_capacity(run_dir: Path | str) -> CapacityResult | None:
     """``capacity.json`` of ``run_dir``; ``None`` when the run was not a capacity search."""
+    run_dir = Path(run_dir)  # a str as README shows it, or a Path
     path = run_dir / CAPACITY_FILE
     if not path.exists():
         return None
     data = _read_json(path)
-    steps = [CapacityStep(int(s["users"]), int(s.get("requests") or 0), bool(s["held"]), dict(s.get("measured") or {}))
+    steps = [CapacityStep(int(s["users"]), int(s.get("requests") or 0), bool(s["held"]), dict(s.get("measured") or {}),
+                          bool(s.get("timing_trustworthy", True)), str(s.get("timing_reason") or ""))
              for s in data.get("steps") or []]  # fmt: skip
     return CapacityResult(data.get("highest_users_that_held"), data.get("broke_at_users"), steps,
-                          int(data.get("schema", 1)))  # fmt: skip
+                          int(data.get("schema", 1)), data.get("untrustworthy_at_users"))  # fmt: skip
 
 
 # -- summary.json ----------------------------------------------------------------------------------
@@ -247,8 +300,9 @@ def write_summary(run_dir: Path, doc: dict[str, Any]) -> Path:
     return path
 
 
-def read_summary(run_dir: Path) -> dict[str, Any] | None:
+def read_summary(run_dir: Path | str) -> dict[str, Any] | None:
     """``summary.json`` of ``run_dir`` (any version); ``None`` when the report was never built."""
+    run_dir = Path(run_dir)  # a str as README shows it, or a Path
     path = run_dir / SUMMARY_FILE
     if not path.exists():
         return None

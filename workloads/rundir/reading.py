@@ -55,9 +55,12 @@ def _complete_prefix_length(path: Path) -> int:
     return 0
 
 
-def iter_batches(run_dir: Path, columns: list[str] | None = None, batch_size: int = 65536) -> Iterator[pa.RecordBatch]:
+def iter_batches(
+    run_dir: Path | str, columns: list[str] | None = None, batch_size: int = 65536
+) -> Iterator[pa.RecordBatch]:
     """Every request record of ``run_dir`` as format-2 Arrow batches, in the order written: the
     segments under ``requests/``, or ``requests.jsonl`` (format 1) in a run that has none."""
+    run_dir = Path(run_dir)  # a str as README shows it, or a Path
     segments = segment_paths(run_dir / SEGMENTS_DIR)
     jsonl = run_dir / REQUESTS_FILE
     if not segments and jsonl.is_file() and jsonl.stat().st_size:  # beside segments it is an export of them
@@ -66,9 +69,10 @@ def iter_batches(run_dir: Path, columns: list[str] | None = None, batch_size: in
         yield from segment_batches(path, columns, batch_size)
 
 
-def read_records(path: Path) -> Iterator[RequestRecord]:
+def read_records(path: Path | str) -> Iterator[RequestRecord]:
     """Yield the records of a run directory (segments or ``requests.jsonl``) or of one
     ``requests.jsonl`` file; what a crash tore (a last line, a last batch) is skipped."""
+    path = Path(path)  # a str as README shows it, or a Path
     if path.is_file():
         with path.open(encoding="utf-8") as fh:
             for line in fh:
@@ -87,8 +91,9 @@ def read_records(path: Path) -> Iterator[RequestRecord]:
             yield RequestRecord.from_dict(row)
 
 
-def export_jsonl(run_dir: Path, out: Any) -> int:
+def export_jsonl(run_dir: Path | str, out: Any) -> int:
     """Write every record of ``run_dir`` to binary file ``out`` as JSON lines; returns how many."""
+    run_dir = Path(run_dir)  # a str as README shows it, or a Path
     n = 0
     for batch in iter_batches(run_dir, batch_size=4096):
         lines = []

@@ -19,6 +19,7 @@ from typing import IO, Any
 import orjson
 
 __all__ = [
+    "LATE_EVENT_S",
     "RECORD_SCHEMA_VERSION",
     "ErrorCategory",
     "RecordTail",
@@ -27,6 +28,9 @@ __all__ = [
 ]
 
 RECORD_SCHEMA_VERSION = 1
+
+#: A token event whose stamp may be off by more than this is *late* (``RequestRecord.late_events``).
+LATE_EVENT_S = 0.001
 
 
 class ErrorCategory:
@@ -37,6 +41,8 @@ class ErrorCategory:
     SERVER_ERROR = "http_5xx"
     CONNECT = "connect_error"
     TIMEOUT = "timeout"
+    #: no byte for --stall-timeout seconds (before the headers or mid-stream)
+    STALL = "stall"
     STREAM_DROPPED = "stream_dropped"
     MALFORMED_CHUNK = "malformed_chunk"
     MISSING_DONE = "missing_done"
@@ -52,6 +58,7 @@ class ErrorCategory:
         SERVER_ERROR,
         CONNECT,
         TIMEOUT,
+        STALL,
         STREAM_DROPPED,
         MALFORMED_CHUNK,
         MISSING_DONE,
@@ -101,6 +108,21 @@ class RequestRecord:
     target: str = ""
     #: open-loop runs: how late the request was sent after its scheduled arrival time
     send_lag_s: float | None = None
+    #: the time it took to open the connection the request went on, before its clock started (None:
+    #: it reused one); connecting is never inside TTFT or E2E
+    connect_s: float | None = None
+    #: token events whose stamp may be off by more than ``LATE_EVENT_S``: they came in one read
+    #: together with a later token event (or part of one), and that read's bytes may have waited in
+    #: the socket for longer (its kernel stamp is more than ``LATE_EVENT_S`` after the previous read
+    #: returned).
+    #: Linux then keeps one stamp, the newest packet's, for all of them: their own is lost.
+    late_events: int = 0
+    #: the first token event is one of the late ones, or ``sendall`` took over ``LATE_EVENT_S`` (the
+    #: request left somewhere in that span): TTFT may read high (and TPOT low)
+    ttft_late: bool = False
+    #: the response's worst read lag: a read's return time − the kernel receive stamp of its newest
+    #: packet; ``None`` when its reads were not stamped by the kernel (TLS, non-Linux)
+    read_lag_max_s: float | None = None
     #: set only when the record breaks ``ttfc <= ttft <= e2e <= done`` or has a negative gap —
     #: a measurement bug, counted in run.json (``timing_violations``), never expected
     timing_violation: str | None = None

@@ -1,6 +1,6 @@
 """The live counterpart of the run directory: the Prometheus series tokenstorm exports
 (``--metrics-port``). One home for their names, shared by the exporter
-(``workloads/plugin/exporter.py``), the alert rules (``python -m reports alert-rules``) and the
+(``workloads/plugin/export/prometheus.py``), the alert rules (``python -m reports alert-rules``) and the
 Grafana dashboard (``deploy/grafana/``)."""
 
 from __future__ import annotations

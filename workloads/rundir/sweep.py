@@ -17,6 +17,7 @@ from .meta import write_json_atomic
 __all__ = [
     "SWEEP_FILE",
     "SWEEP_METRICS",
+    "SWEEP_MIN_REQUESTS",
     "SWEEP_PERCENTILES",
     "SWEEP_SCHEMA_VERSION",
     "SweepLevel",
@@ -33,6 +34,9 @@ SWEEP_SCHEMA_VERSION = 1
 #: the latency metrics and percentiles a level reports per workload
 SWEEP_METRICS = ("ttft", "itl", "e2e")
 SWEEP_PERCENTILES = (50, 95, 99)
+#: a level's percentile from fewer requests than this is flagged "low sample": below 1 / (1 - p)
+#: requests none lies beyond it (p95 of 19 is the slowest request's neighbourhood, not a tail)
+SWEEP_MIN_REQUESTS = {95: 20, 99: 100}
 
 
 @dataclass
@@ -62,9 +66,29 @@ class SweepLevel:
     requests: int  # judged: started in the judged half, not cancelled by the load test
     requests_per_s: float
     output_tokens_per_s: float
-    held: bool  # judged requests exist and every per-request SLO held
+    held: bool  # judged requests exist, every per-request SLO held and the timing was trustworthy
     latency_ms: dict[str, dict[str, dict[str, float | None]]] = field(default_factory=dict)
     slos: list[SweepVerdict] = field(default_factory=list)
+    #: the load generator read the judged requests' streams on time (``reports.evaluate_fidelity``);
+    #: False: the level is not held whatever its SLOs said, and the sweep stopped there
+    timing_trustworthy: bool = True
+    timing_reason: str = ""  # the fidelity verdict's one line ("" in files written before it)
+    #: workload → the successful judged requests its percentiles come from (empty in older files)
+    latency_requests: dict[str, int] = field(default_factory=dict)
+    #: of the requests ``requests_per_s`` counts, those that met every per-request latency target,
+    #: per second (``None`` in older files)
+    goodput_requests_per_s: float | None = None
+
+    def low_sample(self) -> dict[str, list[int]]:
+        """Workload → the percentiles of :data:`SWEEP_MIN_REQUESTS` that came from fewer requests
+        than their bound (older files: the level's judged requests, an upper bound, stand in)."""
+        out: dict[str, list[int]] = {}
+        for workload in self.latency_ms:
+            n = self.latency_requests.get(workload, self.requests)
+            low = [p for p, least in SWEEP_MIN_REQUESTS.items() if n < least]
+            if low:
+                out[workload] = low
+        return out
 
 
 @dataclass
@@ -92,10 +116,11 @@ class SweepResult:
 
 def sweep_knee(levels: list[SweepLevel]) -> SweepLevel | None:
     """The goodput knee: the level with the most users that met every per-request SLO *and* every
-    level with fewer users did too (a level that held above one that broke is noise, not capacity)."""
+    level with fewer users did too (a level that held above one that broke is noise, not capacity).
+    A level whose timing was not trustworthy ends the search too: nothing at or above it was measured."""
     knee = None
     for level in sorted(levels, key=lambda level: level.users):
-        if not level.held:
+        if not level.held or not level.timing_trustworthy:
             break
         knee = level
     return knee
@@ -120,11 +145,20 @@ def _level(data: dict[str, Any]) -> SweepLevel:
         held=bool(data.get("held")),
         latency_ms=dict(data.get("latency_ms") or {}),
         slos=slos,
+        timing_trustworthy=bool(data.get("timing_trustworthy", True)),  # files before the check: not judged
+        timing_reason=str(data.get("timing_reason") or ""),
+        latency_requests={str(k): int(v) for k, v in (data.get("latency_requests") or {}).items()},
+        goodput_requests_per_s=_optional_float(data.get("goodput_requests_per_s")),
     )
 
 
-def read_sweep(run_dir: Path) -> SweepResult | None:
+def _optional_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def read_sweep(run_dir: Path | str) -> SweepResult | None:
     """``sweep.json`` of ``run_dir``; ``None`` when the run was not a sweep."""
+    run_dir = Path(run_dir)  # a str as README shows it, or a Path
     path = run_dir / SWEEP_FILE
     if not path.exists():
         return None

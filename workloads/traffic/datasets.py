@@ -6,7 +6,8 @@ order), with an optional ``"max_tokens"``. ShareGPT: a JSON list of
 ``{"conversations": [{"from": "human"|"gpt", "value": "..."}]}``; the human turns are replayed.
 The assistant turn that answered each user turn is kept too: its length is that turn's output
 length (as vLLM's own ShareGPT benchmark uses it), unless ``max_tokens`` says otherwise.
-Errors name the file and line (JSONL) or entry (ShareGPT).
+Errors name the file and line (JSONL) or entry (ShareGPT). A leading UTF-8 BOM (as some
+editors and Windows tools save) is dropped; a binary file is refused with the first bad byte.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Conversation", "DatasetError", "load_dataset"]
+__all__ = ["Conversation", "DatasetError", "load_dataset", "read_text_file"]
 
 
 class DatasetError(ValueError):
@@ -32,18 +33,32 @@ class Conversation:
     answers: tuple[str, ...] = ()
 
 
-def load_dataset(path: Path) -> list[Conversation]:
-    """Load ``path`` (``.json`` ShareGPT, anything else JSONL)."""
-    if not path.exists():
-        raise DatasetError(f"{path}: no such dataset file")
-    if path.is_dir():
-        raise DatasetError(f"{path}: is a directory, not a dataset file")
+def read_text_file(path: Path, error: type[ValueError], kind: str, expected: str, where: str = "") -> str:
+    """The text of a file the user named: UTF-8, a leading BOM dropped. Otherwise ``error`` with one
+    line that starts with ``where`` (default: the path) and says what is wrong — no such ``kind``, a
+    directory, unreadable, or not text (the first byte that is not UTF-8, else a NUL: binary or
+    UTF-16), followed by ``expected``, what such a file is."""
+    where = where or str(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise DatasetError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise error(f"{where}: no such {kind}") from None
+    except IsADirectoryError:
+        raise error(f"{where}: is a directory, not a {kind}") from None
     except OSError as exc:
-        raise DatasetError(f"{path}: cannot read ({exc.strerror})") from None
+        raise error(f"{where}: cannot read ({exc.strerror or exc})") from None
+    try:
+        text, bad = data.decode("utf-8-sig"), data.find(b"\0")  # a NUL is UTF-8, but in no text file
+    except UnicodeDecodeError as exc:
+        text, bad = "", exc.start + len(data) - len(exc.object)  # past the BOM, if any
+    if bad >= 0:
+        raise error(f"{where}: not UTF-8 text (byte 0x{data[bad]:02x} at offset {bad}) — {expected}")
+    return text
+
+
+def load_dataset(path: Path) -> list[Conversation]:
+    """Load ``path``: ShareGPT JSON (one document) or JSONL (one object a line)."""
+    text = read_text_file(path, DatasetError, "dataset file", "a dataset is ShareGPT JSON or JSONL")
     whole = _whole_json(path, text)
     convs = _sharegpt(path, whole) if whole is not None else _jsonl(path, text)
     if not convs:

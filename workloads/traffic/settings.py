@@ -8,7 +8,8 @@ A workload file (``--workload-file mix.yaml``) defines a mix without code::
       code:     {weight: 3, endpoint: completions, output_tokens: "uniform:16-64"}
       chat:     {weight: 2, dataset: my_sharegpt.json, thinking: "on", turns: 4}
 
-It is validated before any traffic; an error names the file, the line and the reason. Each
+It is validated before any traffic; an error names the file, the line and the reason (a binary
+file: its first byte that is not UTF-8 text; a leading BOM is allowed). Each
 traffic model accepts only the settings it uses (``TrafficModel.settings``).
 """
 
@@ -22,10 +23,14 @@ from typing import Any
 import yaml
 
 from .base import WorkloadSettings
+from .datasets import read_text_file
 from .lengths import LengthDist
 from .models import MODELS
 
 __all__ = ["WorkloadFileError", "apply_workload_file", "default_settings", "settings_from_options"]
+
+
+_YAML = "a workload file is YAML"
 
 
 class WorkloadFileError(ValueError):
@@ -116,12 +121,12 @@ def settings_from_options(opts: Any) -> dict[str, WorkloadSettings]:
 
 def apply_workload_file(path: Path, settings: dict[str, WorkloadSettings]) -> dict[str, WorkloadSettings]:
     """Override ``settings`` from a workload file; validate everything first."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise WorkloadFileError(f"{path}: cannot read ({exc.strerror})") from None
+    text = read_text_file(path, WorkloadFileError, "workload file", _YAML)
     try:
         root = yaml.compose(text)
+    except yaml.reader.ReaderError as exc:  # a control character: not a text file
+        line, char = text.count("\n", 0, exc.position) + 1, exc.character
+        raise WorkloadFileError(f"{path}:{line}: not text (control character 0x{char:02x}) — {_YAML}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise WorkloadFileError(f"{path}:{mark.line + 1 if mark else 1}: not valid YAML") from None

@@ -11,7 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .datasets import read_text_file
+
 __all__ = ["TokenCounter", "estimate_tokens"]
+
+_EXPECTED = "give the model's tokenizer.json (Hugging Face format) or its directory"
 
 
 def estimate_tokens(text: str) -> int:
@@ -25,18 +29,7 @@ class TokenCounter:
     """Counts tokens with ``tokenizer.json`` (HF ``tokenizers``) if given, else estimates."""
 
     def __init__(self, tokenizer: str | None = None) -> None:
-        self._tok: Any = None
-        if tokenizer:
-            try:
-                from tokenizers import Tokenizer
-            except ImportError as exc:
-                raise ValueError("--tokenizer needs the 'tokenizers' package (pip install tokenizers)") from exc
-            path = Path(tokenizer)
-            if path.is_dir():
-                path = path / "tokenizer.json"
-            if not path.exists():
-                raise ValueError(f"--tokenizer {tokenizer}: no tokenizer.json there")
-            self._tok = Tokenizer.from_file(str(path))
+        self._tok: Any = _load_tokenizer(tokenizer) if tokenizer else None
 
     @property
     def exact(self) -> bool:
@@ -61,3 +54,24 @@ class TokenCounter:
             else:
                 hi = mid - 1
         return text[:lo]
+
+
+def _load_tokenizer(tokenizer: str) -> Any:
+    """``--tokenizer``'s file (a directory: its ``tokenizer.json``) as a ``tokenizers.Tokenizer``;
+    :class:`ValueError` naming the option and the file when it is missing, unreadable or no tokenizer."""
+    try:
+        from tokenizers import Tokenizer
+    except ImportError as exc:
+        raise ValueError("--tokenizer needs the 'tokenizers' package (pip install tokenizers)") from exc
+    path = Path(tokenizer)
+    if path.is_dir():
+        if not (path / "tokenizer.json").is_file():
+            raise ValueError(f"--tokenizer {tokenizer}: a directory without tokenizer.json — {_EXPECTED}")
+        path = path / "tokenizer.json"
+    where = f"--tokenizer {path}"
+    text = read_text_file(path, ValueError, "tokenizer file", _EXPECTED, where=where)
+    try:
+        return Tokenizer.from_str(text)
+    except Exception as exc:  # tokenizers raises a bare Exception for whatever it cannot parse
+        reason = " ".join(str(exc).split())[:200]
+        raise ValueError(f"{where}: not a tokenizer ({reason}) — {_EXPECTED}") from None

@@ -56,8 +56,9 @@ def test_client_matches_the_emulators_ground_truth_per_request() -> None:
     for rec in records:
         assert rec.ok, rec.error_detail
         t = truth[rec.request_id]
-        ttft_err.append(rec.ttft_s - t["ttft_s"])
         itl_err.extend(abs(a - b) for a, b in zip(rec.itl_gaps_s, t["itl_s"], strict=True))
+        if not rec.ttft_late:  # a first token read late on a busy machine is said, not held to 5 ms
+            ttft_err.append(rec.ttft_s - t["ttft_s"])
     # Client time includes sending the request; server time starts when it has read it. The
     # server stamps a token after its write() returns, by which time the client's kernel may
     # already have stamped its arrival: tens of microseconds below zero are the truth's own error.
@@ -85,7 +86,10 @@ def test_ttft_to_the_answer_matches_the_truth_however_the_reasoning_streams(fmt:
         t = truth[rec.request_id]
         assert t["reasoning_tokens"] == 20 and t["ttft_answer_s"] > t["ttft_s"] + 0.08  # 20 tokens of 5 ms
         assert rec.reasoning_tokens == 20 and rec.output_tokens == 40
+        if rec.late_events or rec.ttft_late:
+            continue  # read late on a busy machine, and the record says so: its stamps are not held to 5 ms
         # Within 5 ms of the truth; reading the answer from the first token instead would be 100 ms off.
         assert abs(rec.ttft_answer_s - t["ttft_answer_s"]) < 0.005, (rec.ttft_answer_s, t["ttft_answer_s"])
         assert abs(rec.ttft_s - t["ttft_s"]) < 0.005
+    assert any(not (r.late_events or r.ttft_late) for r in records), "no request was read on time"
     assert "<think>" not in answer and "</think>" not in answer and answer.strip()  # the history keeps the answer

@@ -14,7 +14,9 @@ from monitors import MonitorProcess
 def test_monitor_process_scrapes_and_never_shows_the_api_key(tmp_path: Path) -> None:
     secret = "sk-monitor-secret-42"
     with EmulatorProcess("--api-key", secret) as emu:
-        monitor = MonitorProcess(tmp_path, target_url=emu.url, gpu_monitor=None, interval_s=0.2, api_key=secret)
+        monitor = MonitorProcess(
+            tmp_path, target_url=emu.url, gpu_monitor=None, interval_s=0.2, authorization={emu.url: f"Bearer {secret}"}
+        )
         try:
             pid = monitor._proc.pid
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes() if os.path.exists(f"/proc/{pid}") else b""

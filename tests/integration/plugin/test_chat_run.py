@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import csv
+import subprocess
+import sys
+from pathlib import Path
 
 
 def test_headless_run_without_host_records_every_request(locust_runner) -> None:  # type: ignore[no-untyped-def]
@@ -80,3 +83,24 @@ def test_emulator_health_endpoint_used_by_the_compose_healthcheck() -> None:
 
     with EmulatorProcess("--api-key", "k") as emu:  # health needs no key, like vLLM's
         assert urllib.request.urlopen(f"{emu.url}/health", timeout=5).status == 200
+
+
+def test_a_headless_run_ends_with_one_block_of_exact_figures_not_locusts_tables(tmp_path: Path) -> None:
+    from tests.conftest import ROOT
+
+    def run(*extra: str) -> str:
+        out = subprocess.run([sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "chat.py"), "--headless",
+                              "-u", "2", "-r", "2", "-t", "8s", "--run-dir", str(tmp_path / "runs"), "--timing-verdict",
+                              "warn", "--chat-think-time", "0-0.2", *extra],
+                             capture_output=True, text=True, timeout=120, cwd=tmp_path)  # fmt: skip
+        return out.stdout + out.stderr
+
+    quiet, chatty = run(), run("--locust-stats")
+    # Locust's table every 2 s is off, and so are its closing tables (rounded percentiles printed after the
+    # verdict): the run's last lines are tokenstorm's verdict and report path.
+    assert quiet.count("Aggregated") == 0 and chatty.count("Aggregated") > 2, (quiet.count("Aggregated"), quiet[-3000:])
+    assert "Percentage of the requests completed within given times" not in quiet
+    tail = [line for line in quiet.splitlines() if line.strip()][-6:]
+    assert any("report" in line and "tokenstorm" in line for line in tail), tail
+    block = [line for line in quiet.splitlines() if "tokenstorm: all " in line]
+    assert len(block) == 1 and "PASSED" in quiet.split("tokenstorm: all ", 1)[1], quiet[-3000:]

@@ -38,12 +38,14 @@ def test_master_and_four_workers_equal_one_process(locust_runner) -> None:  # ty
     assert summary["median_e2el_ms"] == pytest.approx(np.median(e2e))
     assert summary["p95_itl_ms"] == pytest.approx(np.percentile(itl, 95))
     assert len(run.run_json()["workers_seen"]) == 4
-    # Each worker's CPU, measured by the worker itself, is in load.jsonl within seconds of the
-    # start (Locust's own figure read 0.0 for the first ~20 s of every run).
+    # Each worker's CPU and timekeeping, measured by the worker itself, are in load.jsonl within
+    # seconds of the start (Locust's own figure read 0.0 for the first ~20 s of every run).
     start = run.run_json()["started_epoch_s"]
     load = [json.loads(line) for line in (run.run_dir / "load.jsonl").read_text().splitlines()]
     early = {w for row in load if row["epoch_s"] < start + 5 for w, pct in row["cpu"].items() if pct > 0}
     assert early == set(run.run_json()["workers_seen"]), load[:6]
+    clocks = [c for row in load for c in row["clock"].values()]
+    assert clocks and all(c["interval_s"] >= 0.2 and 0 < c["cpu_pct"] <= 200 for c in clocks), load[:6]
 
 
 def test_killing_one_of_four_workers_is_reported_and_keeps_its_records(tmp_path: Path) -> None:

@@ -77,7 +77,10 @@ def test_open_loop_arrivals_reach_every_target_at_the_same_instant(locust_runner
     ):
         run = locust_runner("open_loop.py", "-t", "5s", "--arrival-rate", "8", "--max-tokens", "8",
                             "--targets", f"a={a.url},b={b.url}", "--no-server-metrics")  # fmt: skip
-    assert run.returncode == 0, run.output[-3000:]
+    # Two emulators on the 2 cores at once, tokens 2 ms apart: one may send tokens in bursts, which
+    # the client flags as possibly late (5: timing not trustworthy) — what is checked here is where
+    # the arrivals went and when, not the verdict.
+    assert run.returncode in (0, 5), run.output[-3000:]
     records = run.records()
     by_target: dict[str, dict[str, float]] = {"a": {}, "b": {}}
     for r in records:
@@ -102,20 +105,20 @@ def test_the_key_is_kept_off_targets_added_through_a_workload_file(tmp_path: Pat
     wf.write_text("targets: [http://a:1, http://b:1]\n")
     code = f"""
 from types import SimpleNamespace
-from workloads.plugin.context import RunContext
-ctx = RunContext(is_worker=False, key_host="http://a:1", api_key="sk-secret", key_targets=frozenset({{"http://a:1"}}))
-form = SimpleNamespace(api_key="sk-secret", targets="", workload_file={str(wf)!r})
-ctx.bind_key(form, "http://a:1")
-same = SimpleNamespace(api_key="", targets="http://a:1", workload_file="")
-ctx.bind_key(same, "http://a:1")
-print(repr(form.api_key), repr(same.api_key))
+from workloads.plugin.core.context import RunContext
+ctx = RunContext(is_worker=False)
+opts = SimpleNamespace(api_key="sk-secret", host="http://a:1", targets="", workload_file={str(wf)!r})
+ctx.take_secrets(opts, opts.host)
+ctx.key_host, ctx.key_targets = "http://a:1", frozenset({{"http://a:1"}})
+print(repr(opts.api_key), ctx.authorization_for("http://a:1"), ctx.authorization_for("http://b:1"))
 """
-    assert _in_locust_process(code) == "'' 'sk-secret'"
+    # Locust's options (what workers are sent) lose the key; it goes to the host it was given for only.
+    assert _in_locust_process(code) == "'' Bearer sk-secret None"
 
 
 def test_twins_stay_aligned_when_one_session_ends_early() -> None:
     code = """
-from workloads.plugin.users import Lane
+from workloads.plugin.users.workload import Lane
 a, b = Lane("a", None, None, "0/chat/0/0"), Lane("b", None, None, "0/chat/0/0")
 rng_a, _ = a.next_session()
 rng_b, _ = b.next_session()

@@ -42,6 +42,16 @@ def test_web_ui_shows_llm_tab_data_and_serves_the_live_report(tmp_path: Path) ->
         # No --gpu-monitor: the GPU tab says how to get samples instead of showing an empty table.
         (gpu,) = ext["tokenstorm-gpu"]
         assert "--gpu-monitor" in gpu["gpu"] and "python -m monitors gpu" in gpu["gpu"]
+        # The live status's first row: the timing fidelity of the window's requests, judged like an SLO;
+        # while it says the timing is not trustworthy, the LLM table's Total row says so too.
+        live = json.load(urllib.request.urlopen(f"{base}/tokenstorm/live.json", timeout=30))
+        timing = live["slo"][0]
+        assert timing["label"] == "Timing fidelity" and timing["status"] in ("pass", "fail"), live["slo"]
+        words = "timing trustworthy: " if timing["status"] == "pass" else "timing NOT trustworthy: "
+        assert timing["note"].startswith(words) and 0 <= timing["measured"] <= 1, timing
+        stats = json.load(urllib.request.urlopen(f"{base}/stats/requests", timeout=5))  # (nothing judged since)
+        total = next(e["data"] for e in stats["extended_stats"] if e["key"] == "tokenstorm")[-1]
+        assert ("TIMING NOT TRUSTWORTHY" in total["workload"]) == (timing["status"] == "fail"), (total, timing)
         page = urllib.request.urlopen(f"{base}/", timeout=5).read().decode()
         assert "tokenstorm SLO report" in page  # the link in the UI's template arguments
         report = urllib.request.urlopen(f"{base}/tokenstorm/report", timeout=60).read().decode()

@@ -18,7 +18,8 @@ from tests.conftest import ROOT, free_port
 from tests.integration.reports.test_reports import CHROMIUM
 from workloads.rundir import read_records
 
-SERIES = ("ttft_p50_ms", "ttft_p95_ms", "itl_p50_ms", "itl_p99_ms", "tokens_per_s", "errors_per_s")
+SERIES = ("ttft_p50_ms", "ttft_p95_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p50_ms", "e2e_p95_ms", "tpot_p50_ms",
+          "tpot_p95_ms", "tokens_per_s", "errors_per_s")  # fmt: skip
 NO_GPU = "no GPU samples: start the sidecar on the GPU host"
 SIMULATED = "SIMULATED (built-in emulator)"
 
@@ -115,6 +116,13 @@ def test_live_charts_gpu_empty_state_simulated_header_and_rps_in_a_real_browser(
                 assert last["tokens_per_s"][-1] > 0 and last["errors_per_s"][-1] == 0
                 slo = page.get_attribute("[data-slo='run error_rate max <= 0.01']", "data-status")
                 assert slo == "pass"
+                # Above the SLO rows, the timing fidelity of the same requests: read on time or not.
+                timing = page.query_selector("[data-slo='Timing fidelity']")
+                assert timing is not None and timing.get_attribute("data-status") in ("pass", "fail")
+                cells = [td.inner_text() for td in timing.query_selector_all("td")]
+                assert cells[1].endswith("% late") and cells[2] in ("PASS", "FAIL"), cells
+                words = "timing trustworthy" if cells[2] == "PASS" else "timing NOT trustworthy"
+                assert cells[3].startswith(words), cells
                 # The GPU tab: no --gpu-monitor, so its one-line empty state and no chart.
                 page.click("button[role=tab]:has-text('GPU')")
                 page.wait_for_selector(f"main td:has-text('{NO_GPU}')", timeout=10000)

@@ -9,89 +9,14 @@ from __future__ import annotations
 
 import socket
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
 
 import gevent
 import pytest
 
 from workloads.client.http import HttpConnection, ProtocolError, kernel_timestamps_supported
 
-Script = Callable[[socket.socket, int], None]
-
-HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-
-
-def chunk(data: bytes) -> bytes:
-    return b"%x\r\n%s\r\n" % (len(data), data)
-
-
-END = b"0\r\n\r\n"
-
-
-class ScriptedServer:
-    """Accepts connections; for the n-th request (over all connections) runs ``script(conn, n)``."""
-
-    def __init__(self, script: Script) -> None:
-        self.script = script
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.port = self.sock.getsockname()[1]
-        self.connections = 0
-        self.requests: list[bytes] = []
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
-
-    def _handle(self, conn: socket.socket) -> None:
-        buf = b""
-        with conn:
-            while True:
-                while b"\r\n\r\n" not in buf:
-                    data = conn.recv(65536)
-                    if not data:
-                        return
-                    buf += data
-                head, _, buf = buf.partition(b"\r\n\r\n")
-                length = 0
-                for line in head.split(b"\r\n")[1:]:
-                    name, _, value = line.partition(b":")
-                    if name.strip().lower() == b"content-length":
-                        length = int(value)
-                while len(buf) < length:
-                    buf += conn.recv(65536)
-                self.requests.append(head + b"\r\n\r\n" + buf[:length])
-                buf = buf[length:]
-                try:
-                    self.script(conn, len(self.requests) - 1)
-                except OSError:
-                    return
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-@pytest.fixture
-def serve() -> Iterator[Callable[[Script], ScriptedServer]]:
-    servers: list[ScriptedServer] = []
-
-    def start(script: Script) -> ScriptedServer:
-        servers.append(ScriptedServer(script))
-        return servers[-1]
-
-    yield start
-    for s in servers:
-        s.close()
+from ._scripted import END, HEAD, chunk
 
 
 def _stream(conn: socket.socket, _n: int) -> None:
@@ -108,8 +33,8 @@ def test_body_read_with_the_headers_is_on_the_same_clock_as_later_reads(serve) -
         t_sent = time.perf_counter()
         resp = conn.request("POST", "/v1/chat/completions", {}, b"{}", t_sent=t_sent)
         pieces = list(resp.body())
-        stamps = [t for _, t in pieces]
-        assert b"".join(p for p, _ in pieces) == b"data: one\n\ndata: two\n\ndata: [DONE]\n\n"
+        stamps = [t for _, t, _w in pieces]
+        assert b"".join(p for p, _, _w in pieces) == b"data: one\n\ndata: two\n\ndata: [DONE]\n\n"
         assert stamps == sorted(stamps) and stamps[0] >= t_sent
         # The server wrote "two" 30 ms after "one" and [DONE] 30 ms later: so say the stamps.
         assert stamps[1] - stamps[0] == pytest.approx(0.030, abs=0.010)
@@ -133,7 +58,7 @@ def test_a_busy_client_still_gets_the_arrival_time_from_the_kernel(serve) -> Non
         assert conn.kernel_timestamps == kernel_timestamps_supported(), "SO_TIMESTAMPNS was not accepted"
         time.sleep(0.250)  # the load generator is busy (blocked loop): the bytes wait in the kernel
         t_read_start = time.perf_counter()
-        (piece, t), *_ = list(resp.body())
+        (piece, t, _w), *_ = list(resp.body())
         assert piece == b"data: late\n\n"
         if not kernel_timestamps_supported():
             assert t >= t_read_start  # the documented fallback: stamped when read
@@ -204,7 +129,7 @@ def test_unread_response_never_leaks_into_the_next_request(serve) -> None:  # ty
     server = serve(script)
     with HttpConnection("127.0.0.1", server.port) as conn:
         resp = conn.request("POST", "/", {}, b"{}")
-        piece, _t = next(resp.body())  # abandon the stream after its first event
+        piece, _t, _w = next(resp.body())  # abandon the stream after its first event
         assert piece == b"data: first-0\n\n" and not resp.complete
         resp2 = conn.request("POST", "/", {}, b"{}")
         assert resp2.read() == b"data: first-1\n\ndata: [DONE]\n\n"

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from reports import load_slo_spec
-from workloads.plugin.live import (
+from workloads.plugin.web.live import (
     KEEP_S,
     MAX_POINTS,
     POINT_EVERY_S,
@@ -196,3 +196,32 @@ def test_an_ab_target_with_nothing_in_the_window_fails_instead_of_vanishing() ->
     clock.now = T0 + 10
     status = {s["label"]: s["status"] for s in judge_recent(spec, live.recent_rows(), T0, labels=["fast", "hung"])}
     assert status == {"fast: chat ttft_ms p50 <= 200": "pass", "hung: run requests judged >= 1": "fail"}
+
+
+def test_the_live_status_first_says_whether_the_windows_timing_is_trustworthy_and_what_limited_it() -> None:
+    spec = load_slo_spec(text="slos:\n  chat:\n    ttft_ms: {p95: 250}\n")
+    live, clock = window_at(T0)
+    for i in range(20):  # 10 token events each, read on time (kernel stamps 0.2 ms before the reads)
+        live.observe({**row(T0 + 5 + i, gaps=(0.01,) * 9), "token_events": 10, "late_events": 0, "ttft_late": False,
+                      "read_lag_max_s": 0.0002})  # fmt: skip
+    clock.now = T0 + 26
+    quiet = {"local": {"interval_s": 1.0, "cpu_pct": 20.0, "runq_wait_ms_per_s": 1.0, "throttled_ms_per_s": 0.0,
+                       "loop_lag_p99_ms": 0.3, "loop_lag_max_ms": 0.5}}  # fmt: skip
+    first, *slos = judge_recent(spec, live.recent_rows(), T0, now=clock.now, clock=quiet)
+    assert (first["label"], first["status"], first["measured"]) == ("Timing fidelity", "pass", 0.0)
+    assert first["note"].startswith("timing trustworthy: 100% of 200 token events") and first["limited_by"] == []
+    assert [s["label"] for s in slos] == ["chat ttft_ms p95 <= 250"]  # the SLO rows follow, as before
+    # Now half the requests had their TTFT and 3 more events read late, while other processes held the CPU.
+    for i in range(20):
+        live.observe({**row(T0 + 26 + i * 0.1, gaps=(0.01,) * 9), "token_events": 10, "late_events": 4 * (i % 2),
+                      "ttft_late": bool(i % 2), "read_lag_max_s": 0.03})  # fmt: skip
+    clock.now = T0 + 30
+    busy = {"local": {**quiet["local"], "runq_wait_ms_per_s": 300.0, "loop_lag_p99_ms": 25.0}}
+    first = judge_recent(spec, live.recent_rows(), T0, now=clock.now, clock=busy)[0]
+    assert first["status"] == "fail" and first["measured"] == pytest.approx(40 / 400)
+    assert "timing NOT trustworthy" in first["note"]
+    assert any("waited 300 ms per second for a CPU" in cause for cause in first["limited_by"])
+    # Nothing in the window: nothing to judge. Without clock figures the SLO rows come alone (as before).
+    clock.now = T0 + 120
+    assert judge_recent(spec, live.recent_rows(), T0, now=clock.now, clock={})[0]["status"] == "no data"
+    assert judge_recent(spec, live.recent_rows(), T0, now=clock.now)[0]["label"] != "Timing fidelity"

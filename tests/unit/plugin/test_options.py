@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from workloads.plugin.options import OptionError, RunOptions
+from workloads.plugin.core.options import OptionError, RunOptions
 
 
 def test_defaults_and_typed_values() -> None:

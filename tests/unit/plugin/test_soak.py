@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from workloads.plugin.soak import DiskWatch
+from workloads.plugin.shapes.soak import DiskWatch
 
 GIB = 2**30
 

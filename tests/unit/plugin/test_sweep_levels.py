@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from workloads.plugin.levels import auto_levels, plateau_reason
-from workloads.plugin.options import OptionError, RunOptions
+from workloads.plugin.core.options import OptionError, RunOptions
+from workloads.plugin.shapes.levels import auto_levels, plateau_reason
 from workloads.rundir import SweepLevel, SweepResult, read_sweep, sweep_knee, write_sweep
 
 

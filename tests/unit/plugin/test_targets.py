@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from workloads.plugin.options import OptionError, RunOptions
-from workloads.plugin.targets import parse_targets
+from workloads.plugin.core.options import OptionError, RunOptions
+from workloads.plugin.core.targets import parse_targets
 
 
 def test_labels_urls_and_default_labels() -> None:

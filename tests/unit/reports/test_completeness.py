@@ -37,3 +37,12 @@ def test_a_run_killed_mid_way_is_incomplete_unless_viewed_live(tmp_path: Path) -
     assert result.exit_code == 4 and "never finished" in result.summary.reason
     assert build_report(run_dir, live=True).exit_code == 0  # the web UI's view of a run still going
     assert build_report(_run(tmp_path / "b", status="finished")).exit_code == 0
+
+
+def test_a_run_every_request_of_which_got_401_names_the_key_to_check(tmp_path: Path) -> None:
+    refused = [request(i, 0, ok=False, error_category="http_4xx", status_code=401, error_detail="HTTP 401: no")
+               for i in range(20)]  # fmt: skip
+    summary = build_report(make_run_dir(tmp_path / "401", refused), None).summary
+    assert summary.verdict == "run_failed" and "HTTP 401" in summary.reason and "--api-key" in summary.reason
+    mixed = [*refused[:10], *(request(i, 0, ok=False) for i in range(10, 20))]  # half 401, half 500: no one cause
+    assert build_report(make_run_dir(tmp_path / "mixed", mixed), None).summary.reason == "no request succeeded"

@@ -12,6 +12,7 @@ from workloads.rundir import (
     CapacityStep,
     LoadSample,
     LoadWriter,
+    RunMeta,
     read_capacity,
     read_load,
     read_run_meta,
@@ -37,9 +38,11 @@ def test_run_json_of_0_1_reads_and_writes_back_unchanged(tmp_path: Path) -> None
     assert meta is not None
     assert (meta.status, meta.model, meta.started_epoch_s, meta.option("gpus")) == ("finished", "m", 100.0, 4)
     assert meta.option("missing", "default") == "default"
-    assert meta.extra == {"added_later": {"x": 1}}
+    # client_bound (0.1 until the timing-fidelity verdict replaced it) is kept as it was, not read
+    assert meta.extra == {"client_bound": [], "added_later": {"x": 1}}
     write_run_meta(tmp_path, meta)
     assert json.loads((tmp_path / "run.json").read_text()) == RUN_JSON_0_1
+    assert "client_bound" not in RunMeta(status="finished").to_dict()  # a run of today writes none
 
 
 def test_a_newer_schema_is_refused_with_the_file_named(tmp_path: Path) -> None:
@@ -52,17 +55,26 @@ def test_a_newer_schema_is_refused_with_the_file_named(tmp_path: Path) -> None:
     assert read_run_meta(tmp_path / "nothing-here") is None
 
 
+CLOCK = {"interval_s": 1.0, "cpu_pct": 37.5, "runq_wait_ms_per_s": 12.25, "throttled_ms_per_s": None,
+         "nr_throttled": None, "loop_lag_p99_ms": 0.4, "loop_lag_max_ms": 7.0}  # fmt: skip
+
+
 def test_load_samples_round_trip_and_a_torn_line_is_skipped(tmp_path: Path) -> None:
+    samples = [
+        LoadSample(1.0, 4, {"local": 37.5}, {"local": CLOCK}),
+        LoadSample(2.0, 8, {"w1": 12.0}, {"w1": {**CLOCK, "cpu_pct": 12.0}, "w2": {**CLOCK, "cpu_pct": None}}),
+    ]
     writer = LoadWriter(tmp_path)
-    writer.write(LoadSample(1.0, 4, {"local": 37.5}))
-    writer.write(LoadSample(2.0, 8, {"w1": 12.0, "w2": 95.0}))
+    for sample in samples:
+        writer.write(sample)
     writer.close()
     with (tmp_path / "load.jsonl").open("a") as fh:
         fh.write('{"epoch_s": 3.0, "us')  # a crash mid-line
-    assert read_load(tmp_path) == [LoadSample(1.0, 4, {"local": 37.5}), LoadSample(2.0, 8, {"w1": 12.0, "w2": 95.0})]
-    # 0.1 wrote the same fields with json.dumps
+    # the figures a probe could not take (None) stay None: not 0, which would read as "measured: fine"
+    assert read_load(tmp_path) == samples
+    # 0.1 wrote the same fields with json.dumps, without the timekeeping figures
     (tmp_path / "load.jsonl").write_text('{"epoch_s": 5.5, "users": 2, "cpu": {"local": 0.0}}\n')
-    assert read_load(tmp_path) == [LoadSample(5.5, 2, {"local": 0.0})]
+    assert read_load(tmp_path) == [LoadSample(5.5, 2, {"local": 0.0}, {})]
 
 
 def test_capacity_round_trip_and_0_1_file(tmp_path: Path) -> None:
@@ -83,3 +95,13 @@ def test_summary_carries_its_version_and_0_1_files_read(tmp_path: Path) -> None:
     assert read_summary(tmp_path) == {"completed": 3, "verdict": "passed", "schema": 1}
     (tmp_path / "summary.json").write_text(json.dumps({"completed": 2}))  # 0.1: no schema key
     assert read_summary(tmp_path) == {"completed": 2}
+
+
+def test_the_readers_take_the_run_directory_as_a_string_as_readme_shows(tmp_path: Path) -> None:
+    from tests.conftest import make_run_dir, request
+    from workloads.rundir import read_records, read_requests_frame, read_run_meta
+
+    run_dir = make_run_dir(tmp_path / "run", [request(i, 100.0) for i in range(3)], {"status": "finished"})
+    assert [r.ttft_s for r in read_records(str(run_dir))] == [0.1, 0.1, 0.1]
+    assert read_run_meta(str(run_dir)).status == "finished"  # type: ignore[union-attr]
+    assert len(read_requests_frame(str(run_dir))[0]) == 3

@@ -1,0 +1,42 @@
+"""What the emulator says of itself, in vLLM's words: its version (``GET /version``), its model list
+(``GET /v1/models``, with ``max_model_len``) and its engine configuration (the labels of the
+``vllm:cache_config_info`` gauge on ``/metrics``) — each from its own settings, so the deployment a
+load test captures from it says what was emulated, and never passes for a real vLLM's."""
+
+from __future__ import annotations
+
+from importlib import metadata
+from typing import Any
+
+from ._config import EmulatorConfig
+
+__all__ = ["cache_config_labels", "models_body", "server_version"]
+
+
+def server_version() -> str:
+    """``/version``'s ``version``: ``tokenstorm-emulator <tokenstorm's version>`` (not a vLLM version)."""
+    try:
+        version = metadata.version("tokenstorm")
+    except metadata.PackageNotFoundError:  # a plain checkout, not installed
+        version = "unknown"
+    return f"tokenstorm-emulator {version}"
+
+
+def models_body(config: EmulatorConfig) -> dict[str, Any]:
+    """``/v1/models``: the one model served, owned by ``tokenstorm`` (how a load test knows it is SIMULATED)."""
+    entry = {"id": config.model, "object": "model", "owned_by": "tokenstorm", "max_model_len": config.max_model_len}
+    return {"object": "list", "data": [entry]}
+
+
+def cache_config_labels(config: EmulatorConfig) -> dict[str, str]:
+    """The labels of ``vllm:cache_config_info`` as vLLM names them, for what the emulator models: a
+    KV cache of ``kv_cache_tokens`` in blocks of ``block_size``; no prefix caching (it has no cache
+    hits), no GPU (so no ``gpu_memory_utilization``)."""
+    return {
+        "block_size": str(config.block_size),
+        "cache_dtype": "auto",
+        "enable_prefix_caching": "False",
+        "engine": "0",
+        "kv_cache_size_tokens": str(config.kv_cache_tokens),
+        "num_gpu_blocks": str(config.kv_cache_tokens // config.block_size),
+    }

@@ -1,0 +1,88 @@
+"""What ``reports compare`` knows of one run it compares: a column of the comparison.
+
+A column is a tokenstorm run, one A/B target of one (an A/B run gives a column per target, never
+the targets pooled), or another tool's result file (``vllm bench serve --save-result``,
+GuideLLM's JSON report). Its figures use ``summary.json``'s names (vLLM's benchmark field
+names: ``median_ttft_ms``, ``p99_e2el_ms``, ``request_throughput``...), in milliseconds and per
+second whatever the tool wrote; a figure the tool does not give is absent, never 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ALL", "CLOSED_LOOP", "SECTIONS", "CompareInputError", "ComparedRun", "fmt_delta", "fmt_value"]
+
+#: the scope of a run's figures over every workload
+ALL = "all"
+#: the load kind of a closed loop without think time: N users (streams, max concurrency) each sending
+#: its next request when the last one ends
+CLOSED_LOOP = "closed loop"
+
+
+class CompareInputError(ValueError):
+    """A file or folder given to ``reports compare`` cannot be read as a run (one line, says which)."""
+
+
+@dataclass
+class ComparedRun:
+    """One column: its figures per scope and what the run was (load, target, deployment, verdict)."""
+
+    name: str  # the column heading (folder or file name, `[target]` for an A/B target)
+    source: Path  # the folder or file it came from
+    argument: int  # index of the command-line argument it came from (--baseline indexes those)
+    tool: str  # "tokenstorm 0.2.0", "vllm bench serve", "GuideLLM 0.8.1"
+    #: scope ("all", or a workload) -> summary.json-named figures (ms, per second); absent: not given
+    figures: dict[str, dict[str, Any]] = field(default_factory=dict)
+    target_label: str = ""  # the A/B target of a tokenstorm A/B run; "" otherwise
+    users_peak: int | None = None  # users, or the tool's maximum concurrency
+    duration_s: float | None = None  # the measured window
+    load_shape: str = "—"  # one phrase: "closed loop, 8 users", "Poisson 8 req/s", "steps 8x60,16x60"
+    #: the shape without its size, alike across tools ("closed loop, ? users", "open loop: poisson 8
+    #: req/s"): what says the load differed in kind (the users are compared on their own)
+    load_kind: str = ""
+    target_url: str | None = None  # display URL, no credentials
+    model: str | None = None
+    simulated: bool | None = None  # None: the tool cannot say (it only knows a URL)
+    verdict: str | None = None  # "passed — all 5 SLOs held"; None: the tool judges no SLOs
+    verdict_ok: bool | None = None  # True passed, False anything else, None not judged
+    fidelity: str | None = None  # tokenstorm's timing-fidelity line; None: not measured by the tool
+    fidelity_ok: bool | None = None
+    max_tokens: str | None = None  # output cap (or a tool's fixed output length), as given
+    workload_mix: dict[str, float] = field(default_factory=dict)  # workload -> share of requests
+    prompt_tokens_mean: float | None = None  # measured, per completed request
+    output_tokens_mean: float | None = None
+    #: run.json's deployment block of this target (url, server_version, engine, model, problems)
+    deployment: dict[str, Any] = field(default_factory=dict)
+    gpus: list[dict[str, Any]] = field(default_factory=list)
+    options: dict[str, Any] | None = None  # tokenstorm's run options; None: another tool's file
+    notes: list[str] = field(default_factory=list)  # how the tool's figures differ in meaning or units
+
+    @property
+    def is_tokenstorm(self) -> bool:
+        """True for a tokenstorm run (it has options, SLO verdicts, timing fidelity, deployment)."""
+        return self.options is not None
+
+
+#: the sections of the figures' tables, in order
+SECTIONS = ("latency", "throughput", "errors", "cost")
+
+
+def fmt_value(key: str, value: Any) -> str:
+    """A figure as the tables show it ("—": the run's tool does not give it)."""
+    if value is None:
+        return "—"
+    if key == "error_rate":
+        return f"{value:.2%}"
+    if key in ("completed", "failed"):
+        return f"{value:.0f}"
+    return f"{value:.4g}"
+
+
+def fmt_delta(key: str, delta: float | None) -> str:
+    """A delta against the baseline: percent, or percentage points for the error rate."""
+    if delta is None:
+        return ""
+    return f"{delta:+.1f}pp" if key == "error_rate" else f"{delta:+.1f}%"

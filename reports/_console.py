@@ -1,0 +1,57 @@
+"""The console's closing block, as ``vllm bench serve`` prints one: per workload (and per A/B target) the
+requests, throughput and exact TTFT / ITL / TPOT / E2E p50 and p99 — the report's own figures, so the
+console and the report never disagree (Locust's tables round its percentiles to two digits)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._headline import accounting_text
+from ._summary import RunSummary
+
+__all__ = ["console_block"]
+
+_LATENCIES = (("TTFT", "ttft"), ("ITL", "itl"), ("TPOT", "tpot"), ("E2E", "e2el"))
+
+
+def _ms(block: dict[str, Any], stat: str, name: str) -> str:
+    value = block.get(f"{stat}_{name}_ms")
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _row(label: str, block: dict[str, Any]) -> str:
+    counts = f"{block.get('completed', 0):>7,} {block.get('failed', 0):>6,}"
+    rates = f"{block.get('request_throughput', 0.0):>7.2f} {block.get('output_throughput', 0.0):>9.1f}"
+    lat = " ".join(f"{_ms(block, 'median', n):>7}/{_ms(block, 'p99', n):<7}" for _, n in _LATENCIES)
+    return f"{label[:18]:<18} {counts} {rates}  {lat}".rstrip()
+
+
+def console_block(summary: RunSummary) -> list[str]:
+    """The lines of the closing block (empty when nothing was judged)."""
+    if not summary.overall.get("requests"):
+        return []
+    head = f"{'':<18} {'ok':>7} {'failed':>6} {'req/s':>7} {'out tok/s':>9}  " + " ".join(
+        f"{title + ' p50/p99 ms':<15}" for title, _ in _LATENCIES
+    )
+    head = head.rstrip()
+    lines = ["-" * len(head), head]
+    targets = (summary.targets or {}).get("targets") or {}
+    for label, block in targets.items():  # A/B: each target apart, and its workloads, never pooled (as the report)
+        lines.append(_row(f"target {label}", block))
+        workloads = block.get("workloads") or {}
+        if len(workloads) > 1:
+            lines += [_row(f"{label} · {workload}", b) for workload, b in sorted(workloads.items())]
+    lines.append(_row("all" if not targets else "all targets", summary.overall))
+    if len(summary.per_workload) > 1 and not targets:
+        lines += [_row(workload, block) for workload, block in sorted(summary.per_workload.items())]
+    overall = summary.overall
+    lines.append(f"{overall.get('total_input_tokens', 0):,} input and "
+                 f"{overall.get('total_output_tokens', 0):,} output tokens of completed requests, "
+                 f"{overall.get('total_token_throughput', 0.0):,.1f} total tok/s, achieved concurrency "
+                 f"{overall.get('achieved_concurrency', 0.0):.2f} (mean requests in flight)")  # fmt: skip
+    # As the report says them: the records accounted for, and the window every rate above covers.
+    lines.append(accounting_text(overall))
+    lines.append(f"rates over the measured window, {overall.get('duration', 0.0):,.1f} s (first judged request's "
+                 "start to the last one's end), as in the report; the periodic lines were the last 10 s")  # fmt: skip
+    lines.append("-" * len(head))
+    return lines

@@ -1,0 +1,75 @@
+"""The console's last lines: the timing fidelity, then the verdict — UNRELIABLE with exit code 5 when
+the load generator read late, whatever the SLOs said. The outputs are built as at the end of a run
+(``lifecycle._build_outputs``), in a process of its own (Locust patches the standard library)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT, make_run_dir, request
+
+_BUILD = """
+import logging, sys
+from pathlib import Path
+from types import SimpleNamespace
+from workloads.plugin.core import lifecycle
+from workloads.plugin.core.context import RunContext
+
+logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stdout)
+environment = SimpleNamespace(process_exit_code=None)
+lifecycle._build_outputs(environment, RunContext(is_worker=False, run_dir=Path(sys.argv[1])))
+print("process exit code", environment.process_exit_code)
+"""
+
+
+def _last_lines(run_dir: Path) -> list[str]:
+    proc = subprocess.run([sys.executable, "-c", _BUILD, str(run_dir)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return [line for line in proc.stdout.splitlines() if "tokenstorm: " in line or "exit code" in line]
+
+
+def _run(tmp_path: Path, late_every: int) -> Path:
+    """40 fast streamed requests of 51 token events; every ``late_every``-th read late (its first 20 events)."""
+    records = [request(i, 100, token_events=51, read_lag_max_s=0.0003, late_events=20 if late_every and i %
+                       late_every == 0 else 0, ttft_late=bool(late_every) and i % late_every == 0)
+               for i in range(40)]  # fmt: skip
+    return make_run_dir(tmp_path / f"late-{late_every}", records, {"status": "finished", "stopped_epoch_s": 1010.0})
+
+
+def test_a_run_read_on_time_says_so_before_its_verdict(tmp_path: Path) -> None:
+    *_, timing, verdict, _report, code = _last_lines(_run(tmp_path, 0))
+    on_time = "100% of 2,040 token events and 100% of TTFTs read on time, read lag p99 0.3 ms"
+    assert timing == f"INFO tokenstorm: timing trustworthy: {on_time}"
+    assert verdict.startswith("INFO tokenstorm: PASSED — ") and verdict.endswith("(exit code 0)")
+    assert code == "process exit code 0"
+
+
+def test_a_run_read_late_is_unreliable_with_exit_code_5_whatever_its_slos_said(tmp_path: Path) -> None:
+    *_, timing, verdict, _report, code = _last_lines(_run(tmp_path, 4))  # 10 of 40 TTFTs late, 200 events of 2,040
+    assert timing.startswith("WARNING tokenstorm: timing NOT trustworthy: 10% of 2,040 token events and 25% of "
+                             "TTFTs read late"), timing  # fmt: skip
+    assert verdict.startswith("ERROR tokenstorm: UNRELIABLE — timing not trustworthy") and "SLOs held" in verdict
+    assert verdict.endswith("(exit code 5)"), verdict
+    assert code == "process exit code 5"
+
+
+def test_the_console_ends_with_the_reports_own_figures_per_workload(tmp_path: Path) -> None:
+    import json
+
+    records = [request(i, 80 + i, workload="chat" if i % 2 else "code") for i in range(40)]
+    run_dir = make_run_dir(tmp_path / "two", records, {"status": "finished", "stopped_epoch_s": 1010.0})
+    lines = _last_lines(run_dir)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    said = [line.split("tokenstorm: ", 1)[1] for line in lines if "tokenstorm: " in line]
+    rows = {text.split()[0]: text.split() for text in said if text[:4] in ("all ", "chat", "code")}
+    assert set(rows) == {"all", "chat", "code"}, lines
+    for name, cells in rows.items():
+        block = summary if name == "all" else summary["workloads"][name]
+        assert int(cells[1]) == block["completed"] and int(cells[2]) == block["failed"]
+        assert cells[5] == f"{block['median_ttft_ms']:.1f}/{block['p99_ttft_ms']:.1f}", (cells, block)
+        assert cells[8] == f"{block['median_e2el_ms']:.1f}/{block['p99_e2el_ms']:.1f}"
+    # the block comes before the timing line and the verdict, which stay the last lines
+    assert lines[-4].startswith("INFO tokenstorm: timing") and "PASSED" in lines[-3]

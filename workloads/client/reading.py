@@ -1,0 +1,88 @@
+"""Reading a response: a stream's SSE events into the :class:`StreamTimer`, each stamped with the read
+that completed it, and a whole (non-streamed) answer or the timer's figures into the record."""
+
+from __future__ import annotations
+
+import time
+
+import orjson
+
+from ..rundir.records import LATE_EVENT_S, RequestRecord
+from .http import HttpResponse
+from .sse import SseParser
+from .timing import StreamTimer
+
+__all__ = ["fill_from_timer", "read_stream", "read_whole"]
+
+
+def read_stream(resp: HttpResponse, timer: StreamTimer, t0: float) -> None:
+    """Feed SSE events to the timer, each stamped with the read that completed it (kernel
+    receive time where available, see :mod:`workloads.client.http`), as seconds since ``t0``.
+
+    A token event that shares its read with a later token event (or with part of one) may carry
+    that later packet's stamp: a late reader finds the packets coalesced under the newest one.
+    When the read's window says its bytes may have waited more than ``LATE_EVENT_S``, such events
+    are counted as late. Usage-only chunks and ``[DONE]`` after the last token are not: vLLM sends
+    them in the same step as that token, so sharing its read says nothing about its stamp."""
+    parser = SseParser()
+    on_event = timer.on_event
+    feed = parser.feed
+    t = t0
+    for piece, t, window in resp.body():
+        payloads = feed(piece)
+        if window <= LATE_EVENT_S or (len(payloads) == 1 and not parser.pending):
+            for payload in payloads:  # read on time, or one event alone in its read: its stamp is its own
+                on_event(payload, t - t0)
+            continue
+        first = timer.token_events
+        for payload in payloads:
+            on_event(payload, t - t0)
+        k = timer.token_events - first
+        # All but the read's last token event came before later bytes; the last too if a later
+        # event's first bytes are in the read.
+        late = k if parser.pending else k - 1
+        if late > 0:
+            timer.late_events += late
+            if first == 0:
+                timer.ttft_late = True
+    for payload in parser.flush():
+        on_event(payload, t - t0)
+
+
+def read_whole(resp: HttpResponse, record: RequestRecord, t0: float) -> str | None:
+    """Fill ``record`` from a non-streamed answer; the failure's detail if it is not a completion."""
+    body = resp.read()
+    record.e2e_s = time.perf_counter() - t0
+    try:
+        data = orjson.loads(body)
+        choice = data["choices"][0]
+        record.finish_reason = choice.get("finish_reason")
+        record.response_id = data.get("id")
+        usage = data.get("usage") or {}
+        record.prompt_tokens = usage.get("prompt_tokens")
+        record.output_tokens = usage.get("completion_tokens")
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        return "response body is not a completion object"
+    if record.output_tokens and record.output_tokens > 1:
+        record.token_events = 1
+    return None
+
+
+def fill_from_timer(record: RequestRecord, timer: StreamTimer) -> None:
+    record.ttfc_s = timer.first_chunk_t
+    record.ttft_s = timer.first_token_t
+    record.ttft_visible_s = timer.first_visible_t
+    record.ttft_answer_s = timer.first_answer_t
+    record.e2e_s = timer.last_token_t
+    record.done_s = timer.done_t
+    record.itl_gaps_s = timer.itl_gaps
+    record.token_events = timer.token_events
+    record.late_events = timer.late_events
+    record.ttft_late = timer.ttft_late
+    record.reasoning_events = timer.reasoning_events
+    record.reasoning_tokens = timer.reasoning_tokens if timer.reasoning_events else 0
+    record.finish_reason = timer.finish_reason
+    record.prompt_tokens = timer.prompt_tokens
+    record.output_tokens = timer.output_tokens
+    record.response_id = timer.response_id
+    record.tpot_s = timer.tpot_s

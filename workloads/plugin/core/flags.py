@@ -1,0 +1,213 @@
+"""tokenstorm's options as data: each one's flag, default, help and topic (:data:`TOPICS`), which
+:func:`add_options` declares to Locust's parser and ``tokenstorm --help`` lists by topic; :mod:`.options`
+parses and checks their values.
+
+Locust prints ``--help`` before it loads a locustfile, so ``locust -f ... --help`` never shows these;
+``tokenstorm run --help`` does, from this table. A few of Locust's own options get a tokenstorm default
+(``--web-host`` on loopback...): they are in the table too, marked ``locust``, so the help says so.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ...traffic.models import MODELS
+
+__all__ = ["TOPICS", "Flag", "Topic", "add_options", "topic_of"]
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One option: ``flag`` (``--model``), ``default``, ``help``, and how the parser takes it."""
+
+    flag: str
+    help: str
+    default: Any = ""
+    #: argparse's ``type`` (None: the text as given)
+    type: Callable[[str], Any] | None = None
+    choices: tuple[str, ...] | None = None
+    #: a switch (``store_true``): present means True
+    switch: bool = False
+    #: offered in Locust's web UI start form
+    web_ui: bool = True
+    #: the default comes from this environment variable when it is set (help shows ``$NAME``, never its value)
+    env: str | None = None
+    #: how help states the default, where the value itself would mislead (None: the value)
+    shown_default: str | None = None
+    #: Locust's own option, which tokenstorm only gives another default (``set_defaults``)
+    locust: bool = False
+
+    @property
+    def dest(self) -> str:
+        """The attribute name argparse gives the option (``--run-dir`` -> ``run_dir``)."""
+        return self.flag.removeprefix("--").replace("-", "_")
+
+    def default_value(self) -> Any:
+        """The default now: ``$env`` when set, else ``default``."""
+        return os.environ.get(self.env, self.default) if self.env else self.default
+
+    def default_text(self) -> str | None:
+        """The default as help states it (None: nothing worth saying: off, empty)."""
+        if self.shown_default is not None:
+            return self.shown_default
+        if self.env:
+            return f"${self.env}" + (f", else {self.default}" if self.default not in ("", None) else "")
+        if self.default in ("", None, False):
+            return None
+        if self.default is True:
+            return "on"
+        return f"{self.default:g}" if isinstance(self.default, float) else str(self.default)
+
+    def argparse_kwargs(self) -> dict[str, Any]:
+        """``add_argument`` keywords for a plain argparse parser (no Locust extras)."""
+        if self.switch:
+            return {"action": "store_true", "default": self.default_value(), "help": self.help}
+        kw: dict[str, Any] = {"default": self.default_value(), "help": self.help}
+        if self.type is not None:
+            kw["type"] = self.type
+        if self.choices is not None:
+            kw["choices"] = self.choices
+        return kw
+
+
+@dataclass(frozen=True)
+class Topic:
+    """Options that belong together in ``--help`` and the web UI's form."""
+
+    title: str
+    flags: tuple[Flag, ...]
+
+
+def _workload_flags() -> tuple[Flag, ...]:
+    """Each traffic model's own options (``--contract-prompt-tokens``, ``--chat-turns``, ``--dataset``...)."""
+    return tuple(Flag(f"--{name}-{o.flag}" if o.prefixed else f"--{o.flag}", o.help)
+                 for name, model in MODELS.items() for o in model.options)  # fmt: skip
+
+
+TARGET = Topic("Target & auth", (
+    Flag("--model", "Model name; discovered from /v1/models when empty"),
+    Flag("--api-key", "Bearer token, sent only to the --host it was given with; never shown in the web UI, "
+         "logged or stored", env="OPENAI_API_KEY", web_ui=False),  # Locust would render its value into the page
+    Flag("--targets", "A/B in one run: [LABEL=]URL,... e.g. fp8=http://a:8000,awq=http://b:8000 — every user gets a "
+         "twin per target with the same seed (same requests, same offered load); each target judged on its own "
+         "(also a workload file's targets:)"),
+    Flag("--request-timeout", "Seconds a whole request may take before it is abandoned (timeout)", 600.0, float),
+    Flag("--stall-timeout", "Seconds without a byte from the server (before the first token or between two) after "
+         "which a request is abandoned as a stall; 0: off", 0.0, float),
+    Flag("--no-continuous-usage", "Do not ask for stream_options.continuous_usage_stats (non-vLLM servers)",
+         False, switch=True),
+    Flag("--extra-body", 'JSON merged into every request body, e.g. \'{"chat_template_kwargs": {"enable_thinking": '
+         "false}}'"),
+    Flag("--think-tags", "OPEN,CLOSE markers of reasoning inside the answer text, for servers without a reasoning "
+         "parser (a stream may start inside a template's pre-filled OPEN); 'off' to read content as answer only",
+         "<think>,</think>"),
+    Flag("--emulator-args", "Flags for the built-in emulator used when no --host is given, e.g. '--ttft-ms 300'",
+         web_ui=False),
+))  # fmt: skip
+
+WORKLOADS = Topic("Workloads & traffic", (
+    Flag("--workload-file", "YAML defining the mix, corpora and lengths"),
+    Flag("--weights", f"Workload weights, e.g. {','.join(f'{n}={m.defaults.weight}' for n, m in MODELS.items())} "
+         "(also $TOKENSTORM_WEIGHTS)"),
+    Flag("--seed", "Seed of the request generators (same seed, same requests)", 0, int),
+    Flag("--tokenizer", "tokenizer.json (or its folder) of the target model, to size prompts exactly; "
+         "default: a calibrated estimate"),
+    Flag("--max-tokens", "Override each workload's max_tokens (0: keep)", 0, int),
+    Flag("--ignore-eos", "Ask the server to ignore EOS so every request generates max_tokens", False, switch=True),
+    Flag("--temperature", "Sampling temperature (empty: server default)", "", str),
+    Flag("--wait-time", "Seconds between a user's sessions, N or LO-HI (0: closed loop at full speed); "
+         "default: each workload's own"),
+    *_workload_flags(),
+))  # fmt: skip
+
+SHAPES = Topic("Load shapes", (
+    Flag("--warmup", "Seconds at the start marked as warm-up", 0.0, float),
+    Flag("--steps", "Step shape: USERSxSECONDS,... e.g. 8x60,16x60,32x120"),
+    Flag("--arrival-rate", "Open loop: requests per second (per worker process in distributed runs)", 1.0, float),
+    Flag("--arrival", "Open-loop arrivals", "poisson", choices=("poisson", "constant")),
+    Flag("--capacity-start", "Capacity search: first step's users", 4, int),
+    Flag("--capacity-step", "Capacity search: users added per step", 4, int),
+    Flag("--capacity-step-time", "Capacity search: seconds per step", 30.0, float),
+    Flag("--capacity-max", "Capacity search: stop at this many users", 1024, int),
+    Flag("--sweep-levels", "Sweep (shape_sweep.py): users per level, increasing, e.g. 1,2,4,8,16; empty: found by a "
+         "1-user and a --sweep-max-users probe"),
+    Flag("--sweep-level-time", "Sweep: seconds per level (second half judged)", 30.0, float),
+    Flag("--sweep-count", "Sweep: levels of an automatic sweep, probes included", 8, int),
+    Flag("--sweep-max-users", "Sweep: users of the saturating probe", 256, int),
+))  # fmt: skip
+
+VERDICT = Topic("SLOs & verdict", (
+    Flag("--slo", "SLO file (YAML); checked before any traffic. Exit code: 0 held, 1 an SLO failed, 3 run failed"),
+    Flag("--run-fail-error-rate", "Share of failed requests above which the run itself counts as failed (exit 3)",
+         0.5, float),
+    Flag("--timing-verdict", "fail: a run whose timing is not trustworthy is UNRELIABLE (exit code 5); warn: it is "
+         "said everywhere but the SLOs alone set the verdict", "fail", choices=("fail", "warn")),
+    Flag("--allow-lost-workers", "A worker lost mid-run does not make the run incomplete (exit code 4)", False,
+         switch=True),
+))  # fmt: skip
+
+MONITORS = Topic("Monitors", (
+    Flag("--gpu-monitor", "GPU samples: a sidecar URL (python -m monitors gpu on the GPU host), 'local', or empty for "
+         "none"),
+    Flag("--monitor-interval", "Seconds between GPU/server samples", 1.0, float),
+    Flag("--no-server-metrics", "Do not scrape the target's /metrics", False, switch=True),
+    Flag("--gpus", "GPUs behind the target, for per-GPU throughput when no GPU samples say (0: from the SLO file, "
+         "else 1)", 0, int),
+    Flag("--metrics-port", "Serve client-side TTFT/ITL/TPOT/E2E histograms and counters for Prometheus at "
+         "http://HOST:PORT/metrics (master / local runner; 0: off)", 0, int),
+    Flag("--metrics-host", "Address --metrics-port listens on (0.0.0.0 for a Prometheus on another machine)",
+         "127.0.0.1"),
+))  # fmt: skip
+
+OUTPUT = Topic("Output & run directory", (
+    Flag("--run-dir", "Folder under which each run's directory is made", "runs"),
+    Flag("--records", "How request records are stored: 'parquet' (compact Arrow/Parquet segments under "
+         "RUN_DIR/requests/, ~10x smaller, for long runs) or 'jsonl' (RUN_DIR/requests.jsonl, one JSON object per "
+         "line). `python -m reports export RUN_DIR --jsonl` turns the first into the second", "parquet",
+         choices=("parquet", "jsonl")),
+    Flag("--report-every", "Seconds between report.html snapshots during a run, built in a child process (0: only at "
+         "the end)", 3600.0, float),
+    Flag("--gpu-cost-per-hour", "Price of one GPU-hour (any currency): the report gives the cost per 1M output and "
+         "total tokens at the measured throughput (GPUs: from the GPU samples, the SLO file's gpus, or --gpus)",
+         0.0, float),
+    Flag("--locust-stats", "Headless: print Locust's own stats tables every few seconds as well (off: only "
+         "tokenstorm's exact figures at the end, and a progress line every 10 s)", False, switch=True, web_ui=False),
+    # Headless: Locust's tables every few seconds (rounded percentiles) give way to tokenstorm's closing block.
+    Flag("--only-summary", "Locust's option, on under tokenstorm: no periodic stats tables in a headless run "
+         "(--locust-stats brings them back)", True, switch=True, locust=True),
+))  # fmt: skip
+
+WEB = Topic("Web UI & distributed runs", (
+    # The web UI has no login by default: it listens on loopback unless --web-host says otherwise.
+    Flag("--web-host", "Address the web UI listens on. tokenstorm's default is loopback (the web UI has no login and "
+         "starts load against any host), not Locust's '*' (all interfaces): --web-host 0.0.0.0 to serve other "
+         "machines, behind a firewall or --web-login", "127.0.0.1", locust=True),
+    # The master's worker port hands every worker the run's options: loopback for --processes (its workers
+    # are its own children); a distributed master binds all interfaces, as Locust does, and says so.
+    Flag("--master-bind-host", "Address a master's worker port listens on (it hands every worker the run's options, "
+         "never the API key): loopback for --processes, whose workers are its own children; every interface "
+         "for --master, as Locust", None, shown_default="127.0.0.1 with --processes, else *",
+         locust=True),
+))  # fmt: skip
+
+#: every tokenstorm option, by topic, in the order ``--help`` lists them
+TOPICS: tuple[Topic, ...] = (TARGET, WORKLOADS, SHAPES, VERDICT, MONITORS, OUTPUT, WEB)
+
+
+def topic_of(dest: str) -> str | None:
+    """The title of the topic option ``dest`` belongs to (None: not one of tokenstorm's)."""
+    return next((t.title for t in TOPICS for f in t.flags if f.dest == dest), None)
+
+
+def add_options(parser: Any, **_kw: Any) -> None:
+    """Add tokenstorm's options to Locust's parser (``init_command_line_parser`` listener)."""
+    for topic in TOPICS:
+        for flag in topic.flags:
+            if flag.locust:
+                parser.set_defaults(**{flag.dest: flag.default_value()})
+            else:
+                # Locust only honours include_in_web_ui on the top-level parser (not on argument groups).
+                parser.add_argument(flag.flag, include_in_web_ui=flag.web_ui, **flag.argparse_kwargs())

@@ -1,0 +1,260 @@
+"""tokenstorm's command-line / web-UI options, parsed and validated once into a frozen :class:`RunOptions`.
+
+:func:`add_options` registers them with Locust's parser (the traffic models' own options come
+from each model). :meth:`RunOptions.parse` turns Locust's namespace into typed values or raises
+:class:`OptionError` naming the option and the reason — at start-up, before any traffic, and
+again when a run is started from the web UI form.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from .errors import OptionError
+from .flags import add_options  # declared there (what Locust shows), parsed here
+from .targets import resolve_targets
+
+__all__ = ["OPTION_DESTS", "OptionError", "RunOptions", "add_options", "parse_steps"]
+
+
+def parse_steps(text: str) -> list[tuple[int, float]]:
+    """``8x60,16x60`` -> [(8, 60.0), (16, 60.0)]; raise :class:`OptionError` with the syntax."""
+    steps = []
+    for item in str(text).split(","):
+        users, _, secs = item.strip().partition("x")
+        try:
+            step = (int(users), float(secs))
+        except ValueError:
+            raise OptionError(f"--steps {text!r}: expected USERSxSECONDS,... e.g. 8x60,16x60") from None
+        if step[0] < 0 or not step[1] > 0 or not math.isfinite(step[1]):
+            raise OptionError(f"--steps {text!r}: users >= 0 and seconds > 0")
+        steps.append(step)
+    return steps
+
+
+def _think_tags(raw: str) -> tuple[str, str] | None:
+    if raw.strip().lower() in ("", "off", "none"):
+        return None
+    parts = raw.split(",")
+    if len(parts) != 2 or not all(p.strip() for p in parts):
+        raise OptionError(f"--think-tags {raw}: expected OPEN,CLOSE like <think>,</think> (or off)")
+    return parts[0].strip(), parts[1].strip()
+
+
+def parse_sweep_levels(text: str) -> tuple[int, ...]:
+    """``1,2,4`` -> (1, 2, 4); raise :class:`OptionError` unless whole numbers >= 1, increasing."""
+    try:
+        levels = tuple(int(u) for u in text.split(",")) if text.strip() else ()
+    except ValueError:
+        levels = (0,)
+    if any(u < 1 for u in levels) or any(b <= a for a, b in itertools.pairwise(levels)):
+        raise OptionError(f"--sweep-levels {text!r}: expected users >= 1, increasing, e.g. 1,2,4,8,16")
+    return levels
+
+
+def _choice(flag: str, value: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise OptionError(f"{flag} {value}: expected one of {', '.join(allowed)}")
+    return value
+
+
+def _range(flag: str, raw: str) -> tuple[float, float] | None:
+    if not raw:
+        return None
+    lo, _, hi = raw.partition("-")
+    try:
+        low, high = float(lo), float(hi or lo)
+    except ValueError:
+        raise OptionError(f"{flag} {raw!r}: expected SECONDS or LO-HI, e.g. 0 or 1-3") from None
+    if not (0 <= low <= high) or not math.isfinite(high):
+        raise OptionError(f"{flag} {raw!r}: seconds >= 0, LO <= HI")
+    return (low, high)
+
+
+def _number(flag: str, value: Any, *, minimum: float, strict: bool = False, cast: Callable[[Any], Any] = float,
+            maximum: float | None = None) -> Any:  # fmt: skip
+    try:
+        v = cast(value)
+    except (TypeError, ValueError, OverflowError):
+        raise OptionError(f"{flag} {value!r}: not a number") from None
+    if not math.isfinite(v) or v < minimum or (strict and v == minimum):
+        raise OptionError(f"{flag} {value!r}: must be {'>' if strict else '>='} {minimum:g}")
+    if maximum is not None and v > maximum:
+        raise OptionError(f"{flag} {value!r}: must be at most {maximum:,g}")
+    return v
+
+
+#: the largest max_tokens sent (a 32-bit count: far beyond any model's context, and what servers parse)
+MAX_TOKENS_LIMIT = 2**31 - 1
+
+
+def _extra_body(raw: str) -> dict[str, Any]:
+    """``--extra-body``: a JSON object whose every number survives the trip to the server as written."""
+    if not raw:
+        return {}
+    try:
+        # The standard library keeps a 30-digit integer an integer (orjson would make it a float: 1e+29).
+        extra = json.loads(raw, parse_constant=lambda c: _raise(f"--extra-body: {c} is not a JSON number"))
+    except json.JSONDecodeError:
+        raise OptionError('--extra-body is not valid JSON (example: \'{"chat_template_kwargs": '
+                          '{"enable_thinking": false}}\')') from None  # fmt: skip
+    if not isinstance(extra, dict):
+        raise OptionError("--extra-body: expected a JSON object ({...})")
+    try:
+        orjson.dumps(extra)
+    except TypeError as exc:  # an integer beyond 64 bits
+        raise OptionError(f"--extra-body: {exc} (a number no server reads as written)") from None
+    if "max_tokens" in extra:
+        _number("--extra-body max_tokens", extra["max_tokens"], minimum=1, cast=_whole, maximum=MAX_TOKENS_LIMIT)
+    return extra
+
+
+def _whole(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(value)
+    return value
+
+
+def _raise(message: str) -> Any:
+    raise OptionError(message)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Every option tokenstorm reads, typed and checked. ``api_key`` never appears in ``repr``."""
+
+    model: str = ""
+    api_key: str = field(default="", repr=False)
+    max_tokens: int = 0
+    ignore_eos: bool = False
+    temperature: float | None = None
+    request_timeout_s: float = 600.0
+    #: no byte for this long ends a request as a stall (0: off)
+    stall_timeout_s: float = 0.0
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    continuous_usage: bool = True
+    think_tags: tuple[str, str] | None = ("<think>", "</think>")
+    run_dir: str = "runs"
+    warmup_s: float = 0.0
+    slo: str = ""
+    run_fail_error_rate: float = 0.5
+    gpus: int = 0
+    metrics_port: int = 0
+    metrics_host: str = "127.0.0.1"
+    report_every_s: float = 3600.0
+    records: str = "parquet"
+    gpu_cost_per_hour: float = 0.0
+    gpu_monitor: str = ""
+    monitor_interval_s: float = 1.0
+    server_metrics: bool = True
+    seed: int = 0
+    wait_time_s: tuple[float, float] | None = None
+    steps: tuple[tuple[int, float], ...] = ()
+    arrival_rate: float = 1.0
+    poisson: bool = True
+    capacity_start: int = 4
+    capacity_step: int = 4
+    capacity_step_time_s: float = 30.0
+    capacity_max: int = 1024
+    sweep_levels: tuple[int, ...] = ()
+    sweep_level_time_s: float = 30.0
+    sweep_count: int = 8
+    sweep_max_users: int = 256
+    emulator_args: str = ""
+    #: A/B targets as (label, url); empty: the one --host
+    targets: tuple[tuple[str, str], ...] = ()
+    headless: bool = False
+    locustfile: str = "run"
+    spawn_rate: float = 1.0
+
+    @classmethod
+    def parse(cls, opts: Any) -> RunOptions:
+        """Typed options from Locust's namespace (``None``: every default); :class:`OptionError` names the bad one."""
+
+        def get(name: str, default: Any) -> Any:
+            value = getattr(opts, name, default) if opts is not None else default
+            return default if value is None else value
+
+        temperature_raw = str(get("temperature", "")).strip()
+        temperature = None
+        if temperature_raw:
+            temperature = _number("--temperature", temperature_raw, minimum=0.0)
+        extra = _extra_body(str(get("extra_body", "") or ""))
+        steps_raw = str(get("steps", "") or "")
+        return cls(
+            model=str(get("model", "")),
+            api_key=str(get("api_key", "")),
+            max_tokens=_number("--max-tokens", get("max_tokens", 0), minimum=0, cast=int, maximum=MAX_TOKENS_LIMIT),
+            ignore_eos=bool(get("ignore_eos", False)),
+            temperature=temperature,
+            request_timeout_s=_number("--request-timeout", get("request_timeout", 600.0), minimum=0, strict=True),
+            stall_timeout_s=_number("--stall-timeout", get("stall_timeout", 0.0), minimum=0),
+            extra_body=extra,
+            continuous_usage=not get("no_continuous_usage", False),
+            think_tags=_think_tags(str(get("think_tags", "<think>,</think>"))),
+            run_dir=str(get("run_dir", "runs") or "runs"),
+            warmup_s=_number("--warmup", get("warmup", 0.0), minimum=0),
+            slo=str(get("slo", "") or ""),
+            run_fail_error_rate=_number(
+                "--run-fail-error-rate", get("run_fail_error_rate", 0.5), minimum=0, strict=True, maximum=1
+            ),
+            gpus=_number("--gpus", get("gpus", 0), minimum=0, cast=int),
+            metrics_port=_number("--metrics-port", get("metrics_port", 0), minimum=0, cast=int, maximum=65535),
+            metrics_host=str(get("metrics_host", "127.0.0.1") or "127.0.0.1"),
+            report_every_s=_number("--report-every", get("report_every", 3600.0), minimum=0),
+            gpu_cost_per_hour=_number("--gpu-cost-per-hour", get("gpu_cost_per_hour", 0.0), minimum=0),
+            records=_choice("--records", str(get("records", "parquet") or "parquet"), ("parquet", "jsonl")),
+            gpu_monitor=str(get("gpu_monitor", "") or ""),
+            monitor_interval_s=_number("--monitor-interval", get("monitor_interval", 1.0), minimum=0, strict=True),
+            server_metrics=not get("no_server_metrics", False),
+            seed=int(get("seed", 0)),
+            wait_time_s=_range("--wait-time", str(get("wait_time", "") or "")),
+            steps=tuple(parse_steps(steps_raw)) if steps_raw else (),
+            arrival_rate=_number("--arrival-rate", get("arrival_rate", 1.0), minimum=0, strict=True),
+            poisson=str(get("arrival", "poisson") or "poisson") == "poisson",
+            capacity_start=_number("--capacity-start", get("capacity_start", 4), minimum=1, cast=int),
+            capacity_step=_number("--capacity-step", get("capacity_step", 4), minimum=1, cast=int),
+            capacity_step_time_s=_number(
+                "--capacity-step-time", get("capacity_step_time", 30.0), minimum=0, strict=True
+            ),
+            capacity_max=_number("--capacity-max", get("capacity_max", 1024), minimum=1, cast=int),
+            sweep_levels=parse_sweep_levels(str(get("sweep_levels", "") or "")),
+            sweep_level_time_s=_number("--sweep-level-time", get("sweep_level_time", 30.0), minimum=0, strict=True),
+            sweep_count=_number("--sweep-count", get("sweep_count", 8), minimum=2, cast=int),
+            sweep_max_users=_number("--sweep-max-users", get("sweep_max_users", 256), minimum=2, cast=int),
+            emulator_args=str(get("emulator_args", "") or ""),
+            targets=resolve_targets(str(get("targets", "") or ""), str(get("workload_file", "") or "")),
+            headless=bool(get("headless", False)),
+            locustfile=str(get("locustfile", "run") or "run"),
+            spawn_rate=float(get("spawn_rate", 1.0) or 1.0),
+        )
+
+
+class _Dests:
+    """Records the destinations :func:`add_options` adds (for telling tokenstorm's options apart)."""
+
+    def __init__(self) -> None:
+        self.dests: set[str] = set()
+
+    def add_argument(self, *flags: str, **kw: Any) -> None:
+        self.dests.add(kw.get("dest") or flags[0].lstrip("-").replace("-", "_"))
+
+    def set_defaults(self, **kw: Any) -> None:
+        pass
+
+
+def _option_dests() -> frozenset[str]:
+    parser = _Dests()
+    add_options(parser)
+    return frozenset(parser.dests)
+
+
+#: the attribute names of tokenstorm's own options
+OPTION_DESTS = _option_dests()

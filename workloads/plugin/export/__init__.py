@@ -1,0 +1,1 @@
+"""The live Prometheus export of the client's own metrics (``--metrics-port``)."""

@@ -1,0 +1,128 @@
+"""Live client-side metrics for Prometheus (``--metrics-port``): what the load generator measured,
+beside vLLM's own ``/metrics`` and the GPU sidecar's, for watching long runs in Grafana.
+
+Served by the master (or a local runner) from every record it stores — workers' included — so
+the series are aggregated over the whole run. Latency histograms are kept as numpy bucket
+counts per (metric, workload): a record's ITL gaps are added with one ``searchsorted``/``bincount``
+instead of one ``observe()`` per gap (hundreds per request), so the exporter costs the event loop
+that reads the streams microseconds per request.
+
+Series (names in ``workloads/rundir/series.py``), per ``workload``: TTFT, ITL, TPOT, E2E and
+send-lag histograms (successful requests), output tokens and requests by outcome and category;
+and users, each load generator's CPU.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from ...rundir.series import CLIENT_CPU, HISTOGRAMS, OUTPUT_TOKENS, REQUESTS, USERS
+
+__all__ = ["FIELDS", "HISTOGRAMS", "LATENCY_BUCKETS_S", "ClientMetrics", "serve"]
+
+#: Upper bounds (seconds) of every latency histogram: vLLM's TTFT buckets, denser below 100 ms.
+LATENCY_BUCKETS_S = (0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.06, 0.075, 0.1, 0.15, 0.2, 0.25,
+                     0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0,
+                     2560.0)  # fmt: skip
+_BOUNDS = np.array(LATENCY_BUCKETS_S)
+#: the record fields the exporter reads
+FIELDS = ("workload", "ok", "error_category", "warmup", "output_tokens", *(field for field, _ in HISTOGRAMS.values()))
+
+
+class _Hist:
+    __slots__ = ("counts", "total")
+
+    def __init__(self) -> None:
+        self.counts = np.zeros(len(_BOUNDS) + 1, dtype=np.int64)  # the last: above every bound (+Inf)
+        self.total = 0.0
+
+    def add(self, values: Any) -> None:
+        arr = np.asarray(values, dtype=np.float64)
+        if arr.size:
+            # le semantics: a value equal to a bound counts in that bucket
+            self.counts += np.bincount(np.searchsorted(_BOUNDS, arr, side="left"), minlength=len(self.counts))
+            self.total += float(arr.sum())
+
+
+class ClientMetrics(Collector):
+    """Bucket counts and counters of every record stored, exposed as Prometheus metric families."""
+
+    def __init__(self, users: Callable[[], int] | None = None, cpu: Callable[[], dict[str, float]] | None = None):
+        self._lock = threading.Lock()
+        self._hists: dict[tuple[str, str], _Hist] = {}
+        self._tokens: dict[str, float] = {}
+        self._requests: dict[tuple[str, str, str], float] = {}
+        self._users = users
+        self._cpu = cpu
+
+    def observe(self, record: dict[str, Any]) -> None:
+        """Count one record (a decoded ``requests.jsonl`` line, or ``RequestRecord`` fields); warm-up
+        requests are left out, as the report leaves them out of its judgement."""
+        if record.get("warmup"):
+            return
+        workload = str(record.get("workload") or "")
+        category = record.get("error_category")
+        outcome = "ok" if record.get("ok") else "cancelled" if category == "cancelled" else "error"
+        with self._lock:
+            key = (workload, outcome, str(category or ""))
+            self._requests[key] = self._requests.get(key, 0.0) + 1
+            if outcome != "ok":
+                return
+            self._tokens[workload] = self._tokens.get(workload, 0.0) + float(record.get("output_tokens") or 0)
+            for name, (field, _help) in HISTOGRAMS.items():
+                value = record.get(field)
+                if value is None or (isinstance(value, list) and not value):
+                    continue
+                hist = self._hists.get((name, workload))
+                if hist is None:
+                    hist = self._hists[(name, workload)] = _Hist()
+                hist.add(value if isinstance(value, list) else [value])
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            hists = {k: (h.counts.copy(), h.total) for k, h in self._hists.items()}
+            tokens = dict(self._tokens)
+            requests = dict(self._requests)
+        for name, (_field, help_text) in HISTOGRAMS.items():
+            family = HistogramMetricFamily(name, help_text, labels=["workload"])
+            for (metric, workload), (counts, total) in sorted(hists.items()):
+                if metric != name:
+                    continue
+                cumulative = np.cumsum(counts)
+                buckets = [(repr(float(b)), float(c)) for b, c in zip(LATENCY_BUCKETS_S, cumulative[:-1], strict=True)]
+                buckets.append(("+Inf", float(cumulative[-1])))
+                family.add_metric([workload], buckets, total)
+            yield family
+        out = CounterMetricFamily(OUTPUT_TOKENS, "Output tokens of successful requests",
+                                  labels=["workload"])  # fmt: skip
+        for workload, n in sorted(tokens.items()):
+            out.add_metric([workload], n)
+        yield out
+        req = CounterMetricFamily(REQUESTS, "Requests by outcome (ok, error, cancelled) and category",
+                                  labels=["workload", "outcome", "category"])  # fmt: skip
+        for (workload, outcome, category), n in sorted(requests.items()):
+            req.add_metric([workload, outcome, category], n)
+        yield req
+        if self._users is not None:
+            yield GaugeMetricFamily(USERS, "Simulated users running now", value=float(self._users()))
+        if self._cpu is not None:
+            cpu = GaugeMetricFamily(CLIENT_CPU, "Each load generator's own CPU % (100 = a core)",
+                                    labels=["worker"])  # fmt: skip
+            for worker, pct in sorted(self._cpu().items()):
+                cpu.add_metric([worker], pct)
+            yield cpu
+
+
+def serve(metrics: ClientMetrics, port: int, host: str = "127.0.0.1") -> Any:
+    """Serve ``metrics`` at ``http://host:port/metrics``; returns the server (``.shutdown()`` stops it)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(metrics)
+    server, _thread = start_http_server(port, addr=host, registry=registry)
+    return server

@@ -1,0 +1,120 @@
+"""SLO capacity search: raise the users step by step and judge each step with the reports'
+own SLO evaluation (every latency target — TTFT, ITL, TPOT, E2E — and the error rate); stop at
+the first step that breaks and write ``capacity.json`` with the highest load that held. A step
+whose timing was not trustworthy (the load generator read its streams late: the reports'
+``evaluate_fidelity`` over its judged records) does not hold either, and the search stops there:
+what it measured is the client's own queueing, so no capacity is reported at or above it.
+
+Each step's requests come from the record writer's tail (what it took since the previous
+step), so the judgement uses exactly the records the report will, whatever the on-disk format,
+and memory stays bounded however long the search runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from locust import LoadTestShape
+
+from ...rundir import CapacityStep, ErrorCategory, RecordTail, write_capacity
+from ..core.context import context, current_options
+from .levels import capacity_result, judge_step, judged_load, untrusted_reason
+
+__all__ = ["CapacitySearchShape"]
+
+log = logging.getLogger("tokenstorm")
+
+
+class CapacitySearchShape(LoadTestShape):
+    """Raise users from ``--capacity-start`` by ``--capacity-step`` every ``--capacity-step-time``
+    seconds until a step breaks an SLO (or ``--capacity-max`` users); report the last that held."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.verdicts: list[CapacityStep] = []
+        self._step_started = 0.0
+        self._users = 0
+        self._done = False
+        self._tail: RecordTail | None = None
+        self._tail_of: object = None  # the writer the tail is fed by (one per run)
+        self._pending: list[dict[str, Any]] = []
+
+    def tick(self) -> tuple[int, float] | None:
+        if self._done or self.runner is None:
+            return None
+        opts = current_options(self.runner.environment)
+        now = self.get_run_time()
+        self._follow(context(self.runner.environment).writer)  # from the first tick: no record missed
+        if self._users == 0:
+            self._users, self._step_started = opts.capacity_start, now
+        elif now - self._step_started >= opts.capacity_step_time_s:
+            verdict = self._judge(self._step_started, now)
+            self.verdicts.append(verdict)
+            log.info("tokenstorm: capacity step %d users: %s (%s)", verdict.users,
+                     _step_word(verdict), _fmt(verdict.measured))  # fmt: skip
+            if not verdict.held or self._users + opts.capacity_step > opts.capacity_max:
+                self._finish(verdict)
+                return None
+            self._users, self._step_started = self._users + opts.capacity_step, now
+        return self._users, float(max(self._users, 1))  # reach each step at once
+
+    def _step_records(self, lo: float, hi: float) -> list[dict[str, Any]]:
+        """This step's records started in ``[lo, hi)`` (epoch seconds), cancelled ones left out."""
+        assert self.runner is not None
+        ctx = context(self.runner.environment)
+        if ctx.run_dir is None:
+            return []
+        ctx.flush()
+        self._follow(ctx.writer)
+        if self._tail is None:
+            return []
+        self._pending = [r for r in (*self._pending, *self._tail.read_new())
+                         if float(r.get("start_epoch_s") or 0.0) >= lo]  # fmt: skip
+        return [r for r in self._pending if float(r.get("start_epoch_s") or 0.0) < hi
+                and r.get("error_category") != ErrorCategory.CANCELLED]  # fmt: skip
+
+    def _follow(self, writer: Any) -> None:
+        """Tail ``writer`` (the run's record writer; a new run has a new one)."""
+        if writer is not None and self._tail_of is not writer:
+            self._tail, self._tail_of, self._pending = writer.tail(), writer, []
+
+    def _judge(self, t_from: float, t_to: float) -> CapacityStep:
+        from reports import load_slo_spec
+
+        assert self.runner is not None
+        ctx = context(self.runner.environment)
+        wall_start = time.time() - self.get_run_time()
+        # Judge the second half of the step: the first half is the queue settling.
+        lo = wall_start + t_from + (t_to - t_from) / 2
+        rows = self._step_records(lo, wall_start + t_to)
+        spec = ctx.slo_spec if ctx.slo_spec is not None else load_slo_spec()
+        labels = [label for label, _ in ctx.options.targets]  # a target with no record here breaks the step
+        counts = getattr(self.runner.environment.parsed_options, "timing_verdict", "fail") != "warn"
+        return judge_step(rows, spec, self._users, labels, judged_load(ctx.run_dir, lo, time.time()), counts)
+
+    def _finish(self, last: CapacityStep) -> None:
+        self._done = True
+        result = capacity_result(self.verdicts)
+        assert self.runner is not None
+        ctx = context(self.runner.environment)
+        if ctx.run_dir is not None:
+            write_capacity(ctx.run_dir, result)
+        if result.untrustworthy_at_users is not None:
+            stopped = "; " + untrusted_reason(last.users, last.timing_reason)
+        else:
+            stopped = "" if result.broke_at_users is None else f"; SLOs broke at {result.broke_at_users} users"
+        log.log(logging.ERROR if result.untrustworthy_at_users is not None else logging.INFO,
+                "tokenstorm: capacity — highest load that held: %s users%s", result.highest_users_that_held,
+                stopped)  # fmt: skip
+
+
+def _step_word(step: CapacityStep) -> str:
+    if not step.timing_trustworthy:
+        return f"TIMING NOT TRUSTWORTHY — {step.timing_reason}"
+    return "held" if step.held else "BROKE"
+
+
+def _fmt(measured: dict[str, float | None]) -> str:
+    return ", ".join(f"{k} {'—' if v is None else f'{v:.0f}'}" for k, v in measured.items()) or "no SLO targets"

@@ -1,0 +1,1 @@
+"""The simulated users: a user class per traffic model and the one ``send`` path."""

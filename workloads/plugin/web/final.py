@@ -1,0 +1,91 @@
+"""What the web UI shows once a run has ended (Stop, ``--run-time``, a shape's last step): the
+final verdict with its reason and timing-fidelity line, the link to the HTML report, and the SLO
+status judged on the whole run — all from the run's own ``summary.json``, so the LLM tab says
+exactly what the report, the console and the exit code say.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from ...rundir import REPORT_FILE, SUMMARY_FILE, read_run_meta, read_summary
+from .live import FIDELITY_LABEL
+
+__all__ = ["REPORT_URL", "FinalOutcome", "final_slo_rows"]
+
+#: where the web UI serves the run's report (relative, as Locust's own links)
+REPORT_URL = "./tokenstorm/report"
+
+
+def final_slo_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """The live status's rows (same fields as :func:`.live.judge_recent`'s), judged on the whole run
+    by the report: the timing fidelity first, then every SLO."""
+    rows: list[dict[str, Any]] = []
+    fid = summary.get("timing_fidelity")
+    if isinstance(fid, dict):
+        status = "fail" if not fid.get("trustworthy", True) else "pass" if fid.get("measured", True) else "no data"
+        rows.append({"label": FIDELITY_LABEL, "scope": "run", "metric": "timing_fidelity", "stat": "late share",
+                     "op": "<=", "threshold": None, "measured": fid.get("late_share"), "status": status,
+                     "note": str(fid.get("reason") or "")[:500],
+                     "limited_by": list(fid.get("limited_by") or [])})  # fmt: skip
+    for r in summary.get("slos") or []:
+        measured = r.get("measured")
+        status = "no data" if measured is None else "pass" if r.get("passed") else "fail"
+        where = f"{r['target']}: " if r.get("target") else ""
+        threshold = r.get("threshold")
+        rows.append({"label": f"{where}{r.get('scope')} {r.get('metric')} {r.get('stat')} {r.get('op')} {threshold:g}"
+                     if isinstance(threshold, (int, float)) else f"{where}{r.get('scope')} {r.get('metric')}",
+                     "scope": r.get("scope"), "metric": r.get("metric"), "stat": r.get("stat"), "op": r.get("op"),
+                     "threshold": threshold, "measured": None if measured is None else round(float(measured), 4),
+                     "status": status, "note": r.get("note") or ""})  # fmt: skip
+    return rows
+
+
+class FinalOutcome:
+    """The ended run's outcome, read once per run directory (``summary.json`` is written once, at the end)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._of: Path | None = None
+        self._outcome: dict[str, Any] | None = None
+
+    def read(self, run_dir: Path | None, built: bool) -> dict[str, Any] | None:
+        """The outcome of ``run_dir`` once its report is ``built`` (None before: still running, or
+        being built). Keys: verdict, reason, fidelity (one line or None), trustworthy, report_url,
+        report_path, requests, stopped_epoch_s, slo (the final SLO rows)."""
+        if run_dir is None or not built or not (run_dir / SUMMARY_FILE).exists():
+            return None
+        with self._lock:
+            if self._of != run_dir or self._outcome is None:
+                try:
+                    summary = read_summary(run_dir)
+                except (OSError, ValueError):
+                    return None
+                if summary is None:
+                    return None
+                self._of, self._outcome = run_dir, _outcome(run_dir, summary)
+            return self._outcome
+
+
+def _outcome(run_dir: Path, summary: dict[str, Any]) -> dict[str, Any]:
+    fid = summary.get("timing_fidelity") if isinstance(summary.get("timing_fidelity"), dict) else None
+    try:
+        meta = read_run_meta(run_dir)
+        stopped = meta.stopped_epoch_s if meta is not None else None
+    except (OSError, ValueError):
+        stopped = None
+    return {
+        "verdict": str(summary.get("verdict") or ""),
+        "reason": str(summary.get("verdict_reason") or ""),
+        "fidelity": str(fid.get("reason") or "") if fid else None,
+        "trustworthy": bool(fid.get("trustworthy", True)) if fid else None,
+        "report_url": REPORT_URL,
+        "report_path": str(run_dir / REPORT_FILE),
+        "run_dir": str(run_dir),
+        "requests": summary.get("completed"),
+        "simulated": bool(summary.get("simulated")),
+        "stopped_epoch_s": stopped,
+        "slo": final_slo_rows(summary),
+    }

@@ -1,0 +1,394 @@
+"""The web UI's live view, kept in memory: a rolling window of the newest records, the points
+of the LLM charts, and the GPU samples of the run, read as they are appended.
+
+The master (or a local runner) hands every record it stores to :class:`LiveWindow` — from
+``RunContext.emit`` and ``receive``, so workers' records count too — and nothing is read back
+from the run directory. Every ``POINT_EVERY_S`` seconds a point per workload sums up the
+``POINT_WINDOW_S`` seconds before it (the window of Locust's own "current" figures): TTFT, E2E
+and TPOT p50/p95 and ITL p50/p99 of successful requests (numpy's linear percentiles, as the reports),
+output tokens/s, errors/s and requests/s. A point is made ``SETTLE_S`` after its time, so the
+records a worker ships every few seconds are in before it is drawn. Requests are placed by when
+they ended, as Locust counts them. Memory stays bounded: the records of the last
+``KEEP_S`` seconds, and at most ``MAX_POINTS`` points — past that every other point is dropped
+and the spacing doubles, so a day-long run still shows from its start.
+
+The live status judges every SLO target on the window's newest requests, and above them the timing
+fidelity of the same requests (:func:`reports.evaluate_fidelity` with each load generator's latest
+clock sample): whether they were read on time, and what held the load generators back.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from array import array
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...rundir import FIDELITY_MAX_LATE_SHARE, ErrorCategory, LoadSample, RunMeta
+
+__all__ = [
+    "FIDELITY_LABEL",
+    "GPU_SERIES",
+    "LLM_SERIES",
+    "MAX_POINTS",
+    "POINT_EVERY_S",
+    "POINT_WINDOW_S",
+    "SETTLE_S",
+    "SLO_WINDOW_S",
+    "GpuHistory",
+    "JsonlTail",
+    "LiveWindow",
+    "fidelity_status",
+    "judge_recent",
+    "percentile",
+]  # fmt: skip
+
+POINT_EVERY_S = 2.0
+POINT_WINDOW_S = 10.0
+SETTLE_S = 7.0  # a worker ships its records every 3 s (after sending): a point waits for two batches
+#: a chart point's ITL percentiles read at most this many gaps (an even stride of each request's beyond)
+POINT_MAX_GAPS = 200_000
+_GPU_TAIL_BYTES = 4 << 20  # at most this much of gpu.jsonl is read per poll (~ hours of 8 GPUs at 1 Hz)
+#: the live SLO status judges the requests that ended in the last this many seconds — at most the
+#: newest SLO_MAX_REQUESTS of them, with at most SLO_MAX_GAPS ITL gaps: a judgement costs the master
+#: tens of milliseconds however heavy the load (a contiguous stretch of requests, so rates stay right)
+SLO_WINDOW_S = 30.0
+SLO_MAX_REQUESTS = 2_000
+SLO_MAX_GAPS = 250_000
+KEEP_S = max(SLO_WINDOW_S, POINT_WINDOW_S + SETTLE_S) + 5.0
+MAX_POINTS = 600
+#: a safety cap on the window's records (at 3,000 requests/s the last 30 s still fit)
+MAX_RECORDS = 100_000
+LLM_SERIES = ("ttft_p50_ms", "ttft_p95_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p50_ms", "e2e_p95_ms", "tpot_p50_ms",
+              "tpot_p95_ms", "tokens_per_s", "errors_per_s", "requests_per_s")  # fmt: skip
+GPU_SERIES = ("util_gpu_pct", "mem_used_mib", "power_w")
+#: the live status's row of the window's timing fidelity
+FIDELITY_LABEL = "Timing fidelity"
+#: the record fields the SLO evaluation and the timing fidelity read (the rest of a record is not kept)
+_KEEP = ("workload", "ok", "error_category", "warmup", "start_epoch_s", "e2e_s", "done_s", "ttft_s", "tpot_s",
+         "output_tokens", "target", "token_events", "late_events", "ttft_late", "read_lag_max_s")  # fmt: skip
+
+
+def percentile(values: Any, pct: float) -> float | None:
+    """``pct`` percentile of ``values`` (numpy's linear interpolation, as the reports); None when empty."""
+    arr = np.asarray(values, dtype=np.float64)
+    return float(np.percentile(arr, pct)) if arr.size else None
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 2)
+
+
+@dataclass(frozen=True, slots=True)
+class _Done:
+    end_epoch_s: float
+    row: dict[str, Any]  # the fields in _KEEP, and the ITL gaps as a compact array
+
+
+class LiveWindow:
+    """The newest records and the chart points made from them (thread-safe)."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._records: deque[_Done] = deque(maxlen=MAX_RECORDS)
+        self._times: list[float] = []
+        self._series: dict[str, dict[str, list[float | None]]] = {}
+        self._every_s = POINT_EVERY_S
+        self._next_t: float | None = None
+
+    def start(self, now: float | None = None) -> None:
+        """Forget everything and make points from ``now`` (a new run started)."""
+        now = self._clock() if now is None else now
+        with self._lock:
+            self._records.clear()
+            self._times, self._series, self._every_s = [], {}, POINT_EVERY_S
+            self._next_t = math.ceil(now / POINT_EVERY_S) * POINT_EVERY_S
+
+    def observe(self, row: dict[str, Any]) -> None:
+        """Keep one record (``RequestRecord`` fields, as written); cancelled ones are no result."""
+        if row.get("error_category") == ErrorCategory.CANCELLED:
+            return
+        start = float(row.get("start_epoch_s") or 0.0)
+        slim = {k: row.get(k) for k in _KEEP}
+        slim["itl_gaps_s"] = array("d", row.get("itl_gaps_s") or ())  # 8 bytes a gap, not a float object's 32
+        done = _Done(start + float(row.get("done_s") or row.get("e2e_s") or 0.0), slim)
+        with self._lock:
+            self._records.append(done)
+            key = series_key(row)
+            if key not in self._series:  # (not setdefault: its default would be built for every record)
+                self._series[key] = {k: [None] * len(self._times) for k in LLM_SERIES}
+            self._advance(self._clock())
+
+    def advance(self, now: float | None = None) -> None:
+        """Make the points that are due (the web UI asks while the run goes on, records or none)."""
+        with self._lock:
+            self._advance(self._clock() if now is None else now)
+
+    def finish(self, end_epoch_s: float) -> None:
+        """The run ended at ``end_epoch_s`` with every record in: make its last points now (a point
+        otherwise waits ``SETTLE_S`` for records still on their way, and none would come after Stop)."""
+        with self._lock:
+            self._advance(end_epoch_s + SETTLE_S)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The chart points: ``t`` (epoch s) and, per workload, one list per series (None: no data)."""
+        with self._lock:
+            return {
+                "every_s": self._every_s,
+                "window_s": POINT_WINDOW_S,
+                "t": list(self._times),
+                "workloads": {w: {k: list(v) for k, v in s.items()} for w, s in sorted(self._series.items())},
+            }
+
+    def recent_rows(self, window_s: float = SLO_WINDOW_S, max_requests: int = SLO_MAX_REQUESTS,
+                    max_gaps: int = SLO_MAX_GAPS) -> list[dict[str, Any]]:  # fmt: skip
+        """The records that ended in the last ``window_s`` seconds, oldest first (ITL gaps as
+        arrays) — only the newest ``max_requests`` of them, holding at most ``max_gaps`` gaps."""
+        lo, gaps = self._clock() - window_s, 0
+        out: list[dict[str, Any]] = []
+        with self._lock:
+            for d in reversed(self._records):
+                if d.end_epoch_s <= lo:
+                    continue
+                gaps += len(d.row["itl_gaps_s"])
+                if len(out) >= max_requests or (out and gaps > max_gaps):
+                    break
+                out.append(d.row)
+        out.reverse()
+        return out
+
+    def _advance(self, now: float) -> None:
+        if self._next_t is None:
+            return  # no run yet
+        if now - self._next_t > MAX_POINTS * self._every_s:  # long asleep: skip to the last screenful
+            self._next_t += math.floor((now - self._next_t) / self._every_s - MAX_POINTS) * self._every_s
+        while self._next_t + SETTLE_S <= now:
+            self._add_point(self._next_t)
+            self._next_t += self._every_s
+        while self._records and self._records[0].end_epoch_s < now - KEEP_S:
+            self._records.popleft()
+
+    def _add_point(self, t: float) -> None:
+        lo = t - POINT_WINDOW_S
+        ttft: dict[str, list[float]] = {}
+        e2e: dict[str, list[float]] = {}
+        tpot: dict[str, list[float]] = {}
+        itl: dict[str, list[array[float]]] = {}
+        counts: dict[str, list[float]] = {}  # workload -> [requests, errors, output tokens]
+        for d in self._records:
+            if not lo < d.end_epoch_s <= t:
+                continue
+            row = d.row
+            w = series_key(row)
+            c = counts.setdefault(w, [0.0, 0.0, 0.0])
+            c[0] += 1
+            c[2] += float(row["output_tokens"] or 0)  # as the table's tok/s: partial outputs of failures too
+            if not row["ok"]:
+                c[1] += 1
+                continue
+            if row["ttft_s"] is not None:
+                ttft.setdefault(w, []).append(float(row["ttft_s"]))
+            if row["e2e_s"] is not None:
+                e2e.setdefault(w, []).append(float(row["e2e_s"]))
+            if row["tpot_s"] is not None:
+                tpot.setdefault(w, []).append(float(row["tpot_s"]))
+            itl.setdefault(w, []).append(row["itl_gaps_s"])
+        self._times.append(t)
+        for w, series in self._series.items():
+            gaps = _sampled_gaps(itl.get(w, []))
+            requests, errors, tokens = counts.get(w, (0.0, 0.0, 0.0))
+            point = {
+                "ttft_p50_ms": _ms(percentile(ttft.get(w, ()), 50)),
+                "ttft_p95_ms": _ms(percentile(ttft.get(w, ()), 95)),
+                "itl_p50_ms": _ms(percentile(gaps, 50)),
+                "itl_p99_ms": _ms(percentile(gaps, 99)),
+                "e2e_p50_ms": _ms(percentile(e2e.get(w, ()), 50)),
+                "e2e_p95_ms": _ms(percentile(e2e.get(w, ()), 95)),
+                "tpot_p50_ms": _ms(percentile(tpot.get(w, ()), 50)),
+                "tpot_p95_ms": _ms(percentile(tpot.get(w, ()), 95)),
+                "tokens_per_s": round(tokens / POINT_WINDOW_S, 2),
+                "errors_per_s": round(errors / POINT_WINDOW_S, 3),
+                "requests_per_s": round(requests / POINT_WINDOW_S, 3),
+            }
+            for k, v in point.items():
+                series[k].append(v)
+        if len(self._times) > MAX_POINTS:
+            self._times = self._times[::2]
+            for series in self._series.values():
+                for k in series:
+                    series[k] = series[k][::2]
+            self._every_s *= 2
+            self._next_t = self._times[-1] + self._every_s
+
+
+def _sampled_gaps(arrays: list[array[float]]) -> np.ndarray:
+    """A point's ITL gaps — every one, or an even stride of each request's when there are more than
+    :data:`POINT_MAX_GAPS` (a point is made in the event loop that reads the streams: it must stay cheap)."""
+    total = sum(len(a) for a in arrays)
+    if not total:
+        return np.zeros(0)
+    step = max(1, math.ceil(total / POINT_MAX_GAPS))
+    return np.concatenate([np.frombuffer(a)[::step] for a in arrays])
+
+
+class JsonlTail:
+    """Follows a JSON-lines file a monitor process appends to: each :meth:`new_lines` returns the
+    complete lines added since the last call, at most ``max_bytes`` of them (the first look, which
+    may come hours into a run, reads only the file's tail; a line cut there is dropped)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.path: Path | None = None
+        self._offset = 0
+        self._partial = b""
+
+    def follow(self, path: Path | None) -> bool:
+        """Follow ``path`` from now on; True when it is another file than before (start afresh)."""
+        if path == self.path:
+            return False
+        self.path, self._offset, self._partial = path, 0, b""
+        return True
+
+    def new_lines(self) -> list[bytes]:
+        """The complete lines added since the last call (none when the file cannot be read)."""
+        if self.path is None:
+            return []
+        cut = False
+        try:
+            with self.path.open("rb") as fh:
+                if self._offset == 0:
+                    size = fh.seek(0, 2)
+                    self._offset, cut = max(0, size - self.max_bytes), size > self.max_bytes
+                fh.seek(self._offset)
+                chunk = fh.read(self.max_bytes)
+        except OSError:
+            return []
+        self._offset += len(chunk)
+        lines = (self._partial + chunk).split(b"\n")
+        self._partial = lines.pop()  # a line being written right now (or b"")
+        return lines[1:] if cut else lines  # a cut first line is no sample
+
+
+class GpuHistory:
+    """The GPU samples of the run (``gpu.jsonl``), read as the monitor process appends them:
+    each poll reads only the bytes added since the last one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._tail = JsonlTail(_GPU_TAIL_BYTES)
+        self._gpus: dict[str, dict[str, list[float | None]]] = {}
+        self._min_gap_s: dict[str, float] = {}
+
+    def read(self, path: Path | None) -> dict[str, dict[str, list[float | None]]]:
+        """Per GPU (``"GPU 0"``, ``"host GPU 0"``): ``t`` and one list per series in ``GPU_SERIES``."""
+        with self._lock:
+            if self._tail.follow(path):
+                self._gpus, self._min_gap_s = {}, {}
+            self._add(self._tail.new_lines())
+            return {g: {k: list(v) for k, v in s.items()} for g, s in sorted(self._gpus.items())}
+
+    def _add(self, lines: Iterable[bytes]) -> None:
+        for line in lines:
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(row, dict) or row.get("gap") or "gpu" not in row:
+                continue
+            name = f"{row.get('host')} GPU {row['gpu']}" if row.get("host") else f"GPU {row['gpu']}"
+            gpu = self._gpus.setdefault(name, {"t": [], **{k: [] for k in GPU_SERIES}})
+            t = float(row.get("epoch_s") or 0.0)
+            if gpu["t"] and t < (gpu["t"][-1] or 0.0) + self._min_gap_s.get(name, 0.0):
+                continue
+            gpu["t"].append(t)
+            for k in GPU_SERIES:
+                value = row.get(k)
+                gpu[k].append(round(float(value), 2) if isinstance(value, (int, float)) else None)
+            if len(gpu["t"]) > MAX_POINTS:  # as the LLM points: every other one, and as sparse from now on
+                for k in gpu:
+                    gpu[k] = gpu[k][::2]
+                span_s = (gpu["t"][-1] or 0.0) - (gpu["t"][0] or 0.0)
+                self._min_gap_s[name] = 2 * span_s / MAX_POINTS
+
+
+def series_key(row: dict[str, Any]) -> str:
+    """A chart's (and the LLM table's) line: the workload, and in A/B runs its target."""
+    workload, target = str(row.get("workload") or ""), row.get("target")
+    return f"{workload} @ {target}" if target else workload
+
+
+_RATES = frozenset({"requests_per_s", "goodput_requests_per_s", "output_tokens_per_s", "output_tokens_per_s_per_gpu"})
+
+
+def _rate_scale(rows: list[dict[str, Any]], scope: str, target: str, now: float) -> float:
+    """A rate over rows chosen by their *end* is per second of ``now`` − the first end, not of the
+    reports' first start → last end (which adds about one E2E to a short window)."""
+    sel = [r for r in rows if (not target or r.get("target") == target) and scope in ("run", r.get("workload"))
+           and not r.get("warmup")]  # fmt: skip
+    if not sel:
+        return 1.0
+    ends = [float(r["start_epoch_s"] or 0) + float(r.get("done_s") or r.get("e2e_s") or 0) for r in sel]
+    used = max(ends) - min(float(r["start_epoch_s"] or 0) for r in sel)
+    return used / max(1.0, now - min(ends))
+
+
+def judge_recent(spec: Any, rows: list[dict[str, Any]], started_epoch_s: float | None,
+                 gpu: dict[str, dict[str, list[float | None]]] | None = None, labels: list[str] | None = None,
+                 now: float | None = None,
+                 clock: dict[str, dict[str, float | None]] | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """Every target of SLO spec ``spec`` judged by the reports' own evaluation on ``rows`` (the
+    requests that ended in the last ``SLO_WINDOW_S`` s, up to ``now``): ``status`` is pass, fail or
+    no data. ``labels``: an A/B run's targets (one with nothing in the window fails, not vanishes).
+    ``clock`` (each load generator's latest clock sample): the first row is then the window's timing
+    fidelity (:func:`fidelity_status`)."""
+    # reports (pandas, pyarrow) is loaded when the web UI first asks, not by every load generator.
+    import pandas as pd
+
+    from reports import evaluate_each_target, run_from_records
+
+    run = run_from_records(rows, RunMeta(status="running", started_epoch_s=started_epoch_s))
+    if gpu:
+        since = max((t or 0.0 for s in gpu.values() for t in s["t"][-1:]), default=0.0) - SLO_WINDOW_S
+        run.gpu = pd.DataFrame([{"host": name, "gpu": name, "mem_used_mib": mem} for name, s in gpu.items()
+                                for t, mem in zip(s["t"], s["mem_used_mib"], strict=True)
+                                if mem is not None and (t or 0.0) >= since])  # fmt: skip
+    now = time.time() if now is None else now
+    out = [] if clock is None else [fidelity_status(run.requests, clock, now)]
+    for r in evaluate_each_target(run, spec, labels):  # A/B runs: each target's own
+        if r.metric in _RATES and r.measured is not None:
+            r.measured *= _rate_scale(rows, r.scope, r.target, now)
+            r.passed = r.measured <= r.threshold if r.op == "<=" else r.measured >= r.threshold
+        status = "no data" if r.measured is None else "pass" if r.passed else "fail"
+        where = f"{r.target}: " if r.target else ""
+        out.append({"label": f"{where}{r.scope} {r.metric} {r.stat} {r.op} {r.threshold:g}", "scope": r.scope,
+                    "metric": r.metric, "stat": r.stat, "op": r.op, "threshold": r.threshold,
+                    "measured": None if r.measured is None else round(r.measured, 4), "status": status,
+                    "note": r.note})  # fmt: skip
+    return out
+
+
+def fidelity_status(requests: Any, clock: dict[str, dict[str, float | None]], now: float) -> dict[str, Any]:
+    """The live status's timing-fidelity row for the report table ``requests`` (the window's): the
+    reports' :func:`reports.evaluate_fidelity` with one load sample of each load generator's latest
+    clock figures. ``status``: pass (read on time), fail (not trustworthy: ``note`` says why and
+    ``limited_by`` what held the load generators back) or no data (nothing to judge yet)."""
+    from reports import evaluate_fidelity
+
+    fid = evaluate_fidelity(requests, [LoadSample(now, 0, clock={w: dict(f) for w, f in clock.items()})])
+    status = "fail" if not fid.trustworthy else "pass" if fid.measured else "no data"
+    note = fid.reason
+    if fid.trustworthy and fid.limited_by:  # an untrustworthy reason names them already
+        note += "; limited by: " + "; ".join(fid.limited_by)
+    late = None if fid.late_share is None else round(fid.late_share, 6)
+    return {"label": FIDELITY_LABEL, "scope": "run", "metric": "timing_fidelity", "stat": "late share", "op": "<=",
+            "threshold": FIDELITY_MAX_LATE_SHARE, "measured": late, "status": status, "note": note[:500],
+            "limited_by": list(fid.limited_by)}  # fmt: skip
