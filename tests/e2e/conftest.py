@@ -42,7 +42,8 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def vllm_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if os.environ.get("TOKENSTORM_VLLM_URL"):
-        # A server already running the tiny model as "tiny" (saves its start-up when iterating).
+        # A server already running the tiny model as "tiny" (saves its start-up when iterating), started with
+        # the flags below from --enable-auto-tool-choice on.
         yield os.environ["TOKENSTORM_VLLM_URL"].rstrip("/")
         return
     tiny_model: Path = request.getfixturevalue("tiny_model")
@@ -66,6 +67,11 @@ def vllm_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
         "127.0.0.1",
         "--port",
         str(port),
+        # Agent traffic: streamed tool calls (the hermes parser) and cached_tokens in every usage.
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        "hermes",
+        "--enable-prompt-tokens-details",
     ]
     with log_path.open("w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)

@@ -10,8 +10,8 @@ stream timer where TTFT, ITL, TPOT and E2E are defined (:mod:`.timing`). No Locu
 * :mod:`.failures` — a failure's category and its detail, secrets masked.
 """
 
-from .client import CompletionRequest, LlmClient, TargetError
+from .client import Answer, CompletionRequest, LlmClient, TargetError
 from .sse import SseParser
 from .timing import StreamError, StreamTimer
 
-__all__ = ["CompletionRequest", "LlmClient", "SseParser", "StreamError", "StreamTimer", "TargetError"]
+__all__ = ["Answer", "CompletionRequest", "LlmClient", "SseParser", "StreamError", "StreamTimer", "TargetError"]

@@ -31,7 +31,7 @@ from .reading import fill_from_timer, read_stream, read_whole
 from .stall import Stalled, StallWatch
 from .timing import THINK_TAGS, StreamError, StreamTimer
 
-__all__ = ["CompletionRequest", "LlmClient", "TargetError"]
+__all__ = ["Answer", "CompletionRequest", "LlmClient", "TargetError"]
 
 _MAX_ERROR_BODY = 2048
 
@@ -60,11 +60,36 @@ class CompletionRequest:
     collect_text: bool = False
     #: the record's id (A/B twins share one); empty: a fresh random one
     request_id: str = ""
+    #: the session this request is a step of (``RequestRecord.session_id``) and its 0-based step
+    session_id: str = ""
+    step: int | None = None
+    #: the traffic model's plan has no step after this one (``RequestRecord.session_end``)
+    final_step: bool = False
+    #: OpenAI function tools offered (``tools``) and ``tool_choice`` ("auto", "required", "none", or
+    #: ``{"type": "function", "function": {"name": ...}}``); sent only when set
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
 
     @property
     def path(self) -> str:
         """The API path (without any base-URL prefix)."""
         return "/v1/chat/completions" if self.endpoint == "chat" else "/v1/completions"
+
+
+@dataclass(slots=True)
+class Answer:
+    """What a streamed answer said, kept for a request that asked for ``collect_text``: its text (after any
+    reasoning) and its tool calls in the form a chat history carries them back (``{"id", "type": "function",
+    "function": {"name", "arguments"}}``, the arguments the concatenated string the server streamed)."""
+
+    text: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+
+    def message(self) -> dict[str, Any]:
+        """The assistant message this answer adds to a chat history."""
+        if self.tool_calls:
+            return {"role": "assistant", "content": self.text or None, "tool_calls": self.tool_calls}
+        return {"role": "assistant", "content": self.text}
 
 
 def may_think(req: CompletionRequest) -> bool:
@@ -137,8 +162,10 @@ class LlmClient:
         #: the A/B target's label its records carry (``--targets``)
         self._target = target
         self._conn: HttpConnection | None = None
-        #: the answer of the last request that asked for ``collect_text`` (chat history)
+        #: the answer of the last request that asked for ``collect_text`` (chat history): its text, and
+        #: text and tool calls together (``last_answer``)
         self.last_text = ""
+        self.last_answer = Answer()
         #: model id -> owned_by, from the last /v1/models ("tokenstorm" means the emulator)
         self.models_owned_by: dict[str, str] = {}
 
@@ -220,6 +247,10 @@ class LlmClient:
             body["ignore_eos"] = True
         if req.stop:
             body["stop"] = req.stop
+        if req.tools:
+            body["tools"] = req.tools
+        if req.tool_choice is not None:
+            body["tool_choice"] = req.tool_choice
         if req.stream:
             opts: dict[str, Any] = {"include_usage": True}
             if self._continuous_usage:
@@ -249,11 +280,14 @@ class LlmClient:
             # what the server was asked for: an --extra-body max_tokens wins over the workload's
             requested_max_tokens=sent_max if isinstance(sent_max, int) else req.max_tokens,
             requested_prompt_tokens=req.requested_prompt_tokens,
+            session_id=req.session_id,
+            step=req.step,
         )
         payload = orjson.dumps(body)
         headers = {**self._headers, **req.headers, "X-Request-Id": self._wire_id(record.request_id)}
         timer = StreamTimer(collect_text=req.collect_text, think_tags=self._think_tags if may_think(req) else None)
         self.last_text = ""
+        self.last_answer = Answer()
         conn = self._connection()
         resp: HttpResponse | None = None
         secrets = self._secrets
@@ -284,6 +318,7 @@ class LlmClient:
                     read_stream(resp, timer, t0)
                     if timer.texts is not None:
                         self.last_text = "".join(timer.texts)
+                        self.last_answer = Answer(self.last_text, timer.collected_tool_calls())
                     timer.finish()
                     fill_from_timer(record, timer)
                 elif (bad := read_whole(resp, record, t0)) is not None:
@@ -321,6 +356,8 @@ class LlmClient:
                 conn.close()
         if resp is not None:
             record.read_lag_max_s = resp.read_lag_max_s
+        # The agent loop ends with an answer that calls no tool (or where the traffic model planned its end).
+        record.session_end = req.final_step or (bool(req.tools) and record.ok and record.tool_calls == 0)
         record.timing_violation = record.check_timing()
         return record
 

@@ -10,7 +10,7 @@ import orjson
 from ..rundir.records import LATE_EVENT_S, RequestRecord
 from .http import HttpResponse
 from .sse import SseParser
-from .timing import StreamTimer
+from .timing import StreamTimer, cached_tokens
 
 __all__ = ["fill_from_timer", "read_stream", "read_whole"]
 
@@ -61,6 +61,11 @@ def read_whole(resp: HttpResponse, record: RequestRecord, t0: float) -> str | No
         usage = data.get("usage") or {}
         record.prompt_tokens = usage.get("prompt_tokens")
         record.output_tokens = usage.get("completion_tokens")
+        record.cached_tokens = cached_tokens(usage)
+        calls = (choice.get("message") or {}).get("tool_calls")
+        if isinstance(calls, list) and calls:
+            record.tool_calls = len(calls)
+            record.ttft_tool_s = record.tool_call_s = record.e2e_s
     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
         return "response body is not a completion object"
     if record.output_tokens and record.output_tokens > 1:
@@ -86,3 +91,8 @@ def fill_from_timer(record: RequestRecord, timer: StreamTimer) -> None:
     record.output_tokens = timer.output_tokens
     record.response_id = timer.response_id
     record.tpot_s = timer.tpot_s
+    record.cached_tokens = timer.cached_tokens
+    record.tool_calls = len(timer.tools)
+    record.ttft_tool_s = timer.first_tool_t
+    record.tool_call_s = timer.last_tool_t
+    record.tool_call_tokens = timer.tool_tokens if timer.tools else None

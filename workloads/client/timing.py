@@ -19,6 +19,10 @@ Definitions (the ones users check against vLLM's own benchmark):
   including streams that start inside a ``<think>`` the chat template pre-filled, where only
   ``</think>`` appears: everything before it was reasoning. TTFT-to-answer is sent → the first
   token event after the reasoning.
+* Tool calls (``delta.tool_calls``, output like content for ITL and TPOT): time to the first tool-call
+  delta (the call's id and name) and to the complete call (the last event carrying ``tool_calls``: the
+  last argument fragment), the calls streamed (distinct indices) and the tokens their events carried.
+* Cached prompt tokens: ``usage.prompt_tokens_details.cached_tokens`` (the server's prefix-cache hit).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import orjson
 
 from ..rundir.records import ErrorCategory
 
-__all__ = ["StreamError", "StreamTimer"]
+__all__ = ["StreamError", "StreamTimer", "cached_tokens"]
 
 
 class StreamError(Exception):
@@ -56,6 +60,7 @@ class StreamTimer:
 
     __slots__ = (
         "_close0",
+        "_keep_tools",
         "_last_completion_tokens",
         "_last_token_t",
         "_nonblank",
@@ -65,14 +70,17 @@ class StreamTimer:
         "_think_state",
         "_undecided_events",
         "_undecided_tokens",
+        "cached_tokens",
         "done_t",
         "finish_reason",
         "first_answer_t",
         "first_chunk_t",
         "first_token_t",
+        "first_tool_t",
         "first_visible_t",
         "itl_gaps",
         "last_token_t",
+        "last_tool_t",
         "late_events",
         "output_tokens",
         "prompt_tokens",
@@ -81,6 +89,8 @@ class StreamTimer:
         "response_id",
         "texts",
         "token_events",
+        "tool_tokens",
+        "tools",
         "ttft_late",
     )
 
@@ -103,6 +113,14 @@ class StreamTimer:
         self.prompt_tokens: int | None = None
         self.output_tokens: int | None = None
         self.response_id: str | None = None
+        #: usage.prompt_tokens_details.cached_tokens (the server's prefix-cache hit), when reported
+        self.cached_tokens: int | None = None
+        #: tool calls by their stream index: [id, name, argument fragments] (fragments kept only with collect_text)
+        self.tools: dict[int, list[Any]] = {}
+        self.first_tool_t: float | None = None
+        self.last_tool_t: float | None = None
+        self.tool_tokens = 0
+        self._keep_tools = collect_text
         self._last_token_t: float | None = None
         self._last_completion_tokens: int | None = None
         self._reasoning_seen = False
@@ -149,6 +167,8 @@ class StreamTimer:
             prompt = usage.get("prompt_tokens")
             if isinstance(prompt, int):
                 self.prompt_tokens = prompt
+            if "prompt_tokens_details" in usage:
+                self.cached_tokens = cached_tokens(usage)
         choices = chunk.get("choices")
         if not choices:
             return
@@ -158,8 +178,12 @@ class StreamTimer:
         finish = choice.get("finish_reason")
         if finish is not None:
             self.finish_reason = str(finish)
-        is_token, visible, answer, reasoning = _classify(choice)
-        if not is_token or new_tokens == 0:
+        is_token, visible, answer, reasoning, calls = _classify(choice)
+        if not is_token:
+            return
+        if calls:
+            self._on_tool_calls(calls, t, new_tokens)
+        if new_tokens == 0:
             return
         k = new_tokens or 1
         if reasoning:
@@ -176,6 +200,34 @@ class StreamTimer:
             if self.texts is not None and answer and type(piece) is str:
                 self.texts.append(piece)
         self._on_token(t, k, visible, answer, reasoning)
+
+    def _on_tool_calls(self, calls: list[Any], t: float, new_tokens: int | None) -> None:
+        """Account for one event's ``delta.tool_calls``: a call's first delta (id, name) or an argument fragment."""
+        if self.first_tool_t is None:
+            self.first_tool_t = t
+        self.last_tool_t = t
+        if new_tokens != 0:
+            self.tool_tokens += new_tokens or 1
+        for call in calls:
+            if type(call) is not dict:
+                raise StreamError(ErrorCategory.MALFORMED_CHUNK, f"delta.tool_calls holds a non-object: {call!r:.200}")
+            index = call.get("index", 0)
+            entry = self.tools.get(index)
+            if entry is None:
+                entry = self.tools[index] = ["", "", []]
+            if type(call.get("id")) is str and call["id"]:
+                entry[0] = call["id"]
+            function = call.get("function")
+            if type(function) is dict:
+                if type(function.get("name")) is str and function["name"]:
+                    entry[1] = function["name"]
+                if self._keep_tools and type(function.get("arguments")) is str:
+                    entry[2].append(function["arguments"])
+
+    def collected_tool_calls(self) -> list[dict[str, Any]]:
+        """The streamed tool calls, in index order, as a chat history's assistant message carries them."""
+        return [{"id": call_id, "type": "function", "function": {"name": name, "arguments": "".join(args)}}
+                for call_id, name, args in (self.tools[i] for i in sorted(self.tools))]  # fmt: skip
 
     def _tags(self, text: str, k: int) -> tuple[bool, bool, str]:
         """Classify one content event by the think markers: ``(answer, reasoning, answer text)``."""
@@ -251,6 +303,13 @@ class StreamTimer:
             raise StreamError(ErrorCategory.NO_FINISH_REASON, "stream ended without a finish_reason")
 
 
+def cached_tokens(usage: dict[str, Any]) -> int | None:
+    """``usage.prompt_tokens_details.cached_tokens`` (vLLM: ``--enable-prompt-tokens-details``), else ``None``."""
+    details = usage.get("prompt_tokens_details")
+    value = details.get("cached_tokens") if isinstance(details, dict) else None
+    return value if type(value) is int else None
+
+
 def _marker_start(text: str, marker: str) -> str:
     """The end of ``text`` that could begin ``marker`` (kept to find one split across chunks)."""
     for n in range(min(len(marker) - 1, len(text)), 0, -1):
@@ -259,13 +318,13 @@ def _marker_start(text: str, marker: str) -> str:
     return ""
 
 
-def _classify(choice: dict[str, Any]) -> tuple[bool, bool, bool, bool]:
-    """Return (is_token_event, has_visible_text, is_answer, is_reasoning) for one choice."""
+def _classify(choice: dict[str, Any]) -> tuple[bool, bool, bool, bool, list[Any] | None]:
+    """Return (is_token_event, has_visible_text, is_answer, is_reasoning, tool_calls) for one choice."""
     delta = choice.get("delta")
     if type(delta) is dict:
         content = delta.get("content")
         if len(delta) == 1 and type(content) is str:  # the common chunk: answer text only
-            return True, bool(content), True, False
+            return True, bool(content), True, False, None
         reasoning_text = None
         for key in _REASONING_KEYS:
             value = delta.get(key)
@@ -273,14 +332,16 @@ def _classify(choice: dict[str, Any]) -> tuple[bool, bool, bool, bool]:
                 reasoning_text = value
                 break
         tool_calls = delta.get("tool_calls")
+        if tool_calls is not None and type(tool_calls) is not list:
+            raise StreamError(ErrorCategory.MALFORMED_CHUNK, f"delta.tool_calls is not a list: {tool_calls!r:.200}")
         if content is None and reasoning_text is None and not tool_calls:
-            return False, False, False, False
+            return False, False, False, False, None
         if "role" in delta and not content and not reasoning_text and not tool_calls:
-            return False, False, False, False  # the role announcement that opens a chat stream
+            return False, False, False, False, None  # the role announcement that opens a chat stream
         visible = bool(content) or bool(reasoning_text) or bool(tool_calls)
         is_answer = isinstance(content, str) or bool(tool_calls)
-        return True, visible, is_answer, reasoning_text is not None and content is None
+        return True, visible, is_answer, reasoning_text is not None and content is None, tool_calls or None
     text = choice.get("text")
     if isinstance(text, str):
-        return True, bool(text), True, False
-    return False, False, False, False
+        return True, bool(text), True, False, None
+    return False, False, False, False, None

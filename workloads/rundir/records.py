@@ -123,6 +123,24 @@ class RequestRecord:
     #: the response's worst read lag: a read's return time − the kernel receive stamp of its newest
     #: packet; ``None`` when its reads were not stamped by the kernel (TLS, non-Linux)
     read_lag_max_s: float | None = None
+    #: the session (agent or chat) this request is a step of, unique in the run; empty: not part of one
+    session_id: str = ""
+    #: the 0-based step (turn) of its session
+    step: int | None = None
+    #: no step follows this one: its session's last by the traffic model's plan, or it offered tools,
+    #: succeeded and the answer called none (the agent loop ended with an answer)
+    session_end: bool = False
+    #: tool calls the response streamed (distinct ``delta.tool_calls[].index``)
+    tool_calls: int = 0
+    #: sent → the first token event carrying ``delta.tool_calls`` (the call's id and name)
+    ttft_tool_s: float | None = None
+    #: sent → the last event carrying ``delta.tool_calls`` (the complete call, its last argument fragment)
+    tool_call_s: float | None = None
+    #: output tokens that came in tool-call events (the calls' arguments), from the usage deltas
+    tool_call_tokens: int | None = None
+    #: prompt tokens the server found in its prefix cache (``usage.prompt_tokens_details.cached_tokens``;
+    #: vLLM needs ``--enable-prompt-tokens-details``); ``None``: not reported
+    cached_tokens: int | None = None
     #: set only when the record breaks ``ttfc <= ttft <= e2e <= done`` or has a negative gap —
     #: a measurement bug, counted in run.json (``timing_violations``), never expected
     timing_violation: str | None = None

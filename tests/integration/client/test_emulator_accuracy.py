@@ -84,7 +84,11 @@ def test_ttft_to_the_answer_matches_the_truth_however_the_reasoning_streams(fmt:
     for rec in records:
         assert rec.ok, rec.error_detail
         t = truth[rec.request_id]
-        assert t["reasoning_tokens"] == 20 and t["ttft_answer_s"] > t["ttft_s"] + 0.08  # 20 tokens of 5 ms
+        # The emulator writes each chunk at an absolute deadline (imposed TTFT + 5 ms per later token), so
+        # after a first token written late on a busy machine the next ones catch up: the answer is held to
+        # its own deadline (20 reasoning tokens after the first), not to the late first token + 100 ms.
+        assert t["reasoning_tokens"] == 20 and t["ttft_answer_s"] >= t["imposed_ttft_s"] + 20 * 0.005 - 0.001, t
+        assert t["ttft_answer_s"] > t["ttft_s"], t
         assert rec.reasoning_tokens == 20 and rec.output_tokens == 40
         if rec.late_events or rec.ttft_late:
             continue  # read late on a busy machine, and the record says so: its stamps are not held to 5 ms
