@@ -30,12 +30,12 @@ def models_body(config: EmulatorConfig) -> dict[str, Any]:
 
 def cache_config_labels(config: EmulatorConfig) -> dict[str, str]:
     """The labels of ``vllm:cache_config_info`` as vLLM names them, for what the emulator models: a
-    KV cache of ``kv_cache_tokens`` in blocks of ``block_size``; no prefix caching (it has no cache
-    hits), no GPU (so no ``gpu_memory_utilization``)."""
+    KV cache of ``kv_cache_tokens`` in blocks of ``block_size``; prefix caching on unless
+    ``prefix_cache_blocks`` is 0; no GPU (so no ``gpu_memory_utilization``)."""
     return {
         "block_size": str(config.block_size),
         "cache_dtype": "auto",
-        "enable_prefix_caching": "False",
+        "enable_prefix_caching": str(config.prefix_cache_blocks > 0),
         "engine": "0",
         "kv_cache_size_tokens": str(config.kv_cache_tokens),
         "num_gpu_blocks": str(config.kv_cache_tokens // config.block_size),

@@ -133,7 +133,21 @@ def _parser(add_help: bool) -> _Parser:
     p.add_argument("--max-num-seqs", type=_whole("--max-num-seqs"), default=d.max_num_seqs, help="concurrent sequences")
     p.add_argument("--max-model-len", type=_whole("--max-model-len"), default=d.max_model_len)
     p.add_argument("--block-size", type=_whole("--block-size"), default=d.block_size,
-                   help="KV-cache block size /metrics says (vllm:cache_config_info); no effect on timing")  # fmt: skip
+                   help="KV-cache block size: the prefix cache's unit (said in vllm:cache_config_info)")  # fmt: skip
+    p.add_argument(
+        "--prefix-cache-blocks",
+        type=_whole("--prefix-cache-blocks", 0),
+        default=d.prefix_cache_blocks,
+        help="blocks of --block-size tokens the prefix cache holds, least recently used evicted first: a prompt "
+        "prefix it holds is not prefilled again (usage.prompt_tokens_details.cached_tokens); 0 turns it off",
+    )
+    p.add_argument(
+        "--tool-call-share",
+        type=_share("--tool-call-share"),
+        default=d.tool_call_share,
+        help="share of chat requests with tools and tool_choice 'auto' answered with a streamed tool call "
+        "('required' or a named function: always one; 'none': never)",
+    )
     p.add_argument(
         "--natural-output-tokens",
         type=_whole("--natural-output-tokens"),
@@ -198,6 +212,8 @@ def config_from_args(args: argparse.Namespace) -> EmulatorConfig:
         max_num_seqs=args.max_num_seqs,
         max_model_len=args.max_model_len,
         block_size=args.block_size,
+        prefix_cache_blocks=args.prefix_cache_blocks,
+        tool_call_share=args.tool_call_share,
         natural_output_tokens=args.natural_output_tokens,
         empty_chunk_share=args.empty_chunk_share,
         reasoning_format=args.reasoning_format,

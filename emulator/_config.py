@@ -17,10 +17,10 @@ REASONING_FORMATS = ("field", "tags", "prefilled")
 class EmulatorConfig:
     """The emulator's latency model. Defaults resemble a loaded real deployment.
 
-    TTFT = queue wait (``max_num_seqs`` slots) + ``ttft_s`` + ``prefill_s_per_token`` x prompt
-    tokens; then one chunk of ``tokens_per_chunk`` tokens every ``itl_s`` x tokens_per_chunk,
-    each deadline jittered by up to ±``jitter_s``. Deadlines are absolute, so delays never
-    accumulate.
+    TTFT = queue wait (``max_num_seqs`` slots) + ``ttft_s`` + ``prefill_s_per_token`` x the prompt
+    tokens the prefix cache did not hold; then one chunk of ``tokens_per_chunk`` tokens every
+    ``itl_s`` x tokens_per_chunk, each deadline jittered by up to ±``jitter_s``. Deadlines are
+    absolute, so delays never accumulate.
     """
 
     model: str = "tokenstorm-emulated"
@@ -32,9 +32,13 @@ class EmulatorConfig:
     max_num_seqs: int = 256
     max_model_len: int = 131072
     kv_cache_tokens: int = 1_000_000
-    #: tokens per KV-cache block, as vLLM's --block-size (said in /metrics' vllm:cache_config_info; no effect
-    #: on timing)
+    #: tokens per KV-cache block, as vLLM's --block-size: the prefix cache's unit (and said in /metrics'
+    #: vllm:cache_config_info)
     block_size: int = 16
+    #: blocks the prefix cache holds (least recently used evicted first); 0: no prefix caching
+    prefix_cache_blocks: int = 8192
+    #: share of chat requests with ``tools`` and ``tool_choice`` "auto" (or none given) answered with a tool call
+    tool_call_share: float = 0.8
     natural_output_tokens: int = 200
     empty_chunk_share: float = 0.0
     reasoning_share: float = 0.3
@@ -55,6 +59,10 @@ class EmulatorConfig:
             raise ValueError(f"reasoning_format must be one of {', '.join(REASONING_FORMATS)}")
         if not 0.0 <= self.reasoning_share <= 1.0:
             raise ValueError("reasoning_share must be in [0, 1]")
+        if not 0.0 <= self.tool_call_share <= 1.0:
+            raise ValueError("tool_call_share must be in [0, 1]")
+        if self.prefix_cache_blocks < 0:
+            raise ValueError("prefix_cache_blocks must be >= 0")
         if self.tokens_per_chunk < 1 or self.max_num_seqs < 1:
             raise ValueError("tokens_per_chunk and max_num_seqs must be >= 1")
         if self.block_size < 1:

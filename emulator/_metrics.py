@@ -43,8 +43,15 @@ class EmulatorMetrics:
         self.prompt_tokens = Counter("vllm:prompt_tokens", "Prefill tokens", labels, registry=r)
         self.generation_tokens = Counter("vllm:generation_tokens", "Generated tokens", labels, registry=r)
         self.preemptions = Counter("vllm:num_preemptions", "Preemptions", labels, registry=r)
-        self.prefix_queries = Counter("vllm:prefix_cache_queries", "Prefix-cache queries", labels, registry=r)
-        self.prefix_hits = Counter("vllm:prefix_cache_hits", "Prefix-cache hits", labels, registry=r)
+        self.prefix_queries = Counter(
+            "vllm:prefix_cache_queries",
+            "Prefix cache queries, in terms of number of queried tokens.",
+            labels,
+            registry=r,
+        )
+        self.prefix_hits = Counter(
+            "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", labels, registry=r
+        )
         self.success = Counter("vllm:request_success", "Finished requests", [*labels, "finished_reason"], registry=r)
         self.ttft = Histogram("vllm:time_to_first_token_seconds", "TTFT", labels, buckets=_LATENCY_BUCKETS, registry=r)
         self.itl = Histogram("vllm:inter_token_latency_seconds", "ITL", labels, buckets=_LATENCY_BUCKETS, registry=r)

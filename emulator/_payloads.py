@@ -1,8 +1,10 @@
 """The OpenAI-compatible JSON the emulator reads and writes.
 
-What a completion request asks for (its prompt's size in tokens), the filler text it answers
-with, and the bodies it sends: a whole (non-streamed) response, or a stream's SSE events and
-its closing usage event. HTTP framing (status line, chunked encoding) is the server's business.
+What a completion request asks for (its prompt's text and size in tokens), the filler text it
+answers with, and the bodies it sends: a whole (non-streamed) response, or a stream's SSE events
+and its closing usage event (with ``prompt_tokens_details.cached_tokens``, as vLLM started with
+``--enable-prompt-tokens-details`` sends it). HTTP framing (status line, chunked encoding) is the
+server's business; tool calls are ``_tools``'.
 """
 
 from __future__ import annotations
@@ -15,17 +17,22 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "BYTES_PER_TOKEN",
     "ERROR_FAULTS",
     "Plan",
     "estimate_prompt_tokens",
     "fault_error",
     "filler_text",
+    "prompt_text",
+    "prompt_tokens_of",
     "sse_event",
     "tagged_text",
     "usage_event",
     "whole_response",
 ]
 
+#: bytes of prompt text per token: how the emulator, which has no tokenizer, sizes a prompt
+BYTES_PER_TOKEN = 4
 #: Faults answered with an HTTP error and a JSON body instead of a completion.
 ERROR_FAULTS = ("429", "500", "503", "echo_auth")
 #: Headers the ``echo_auth`` fault repeats, by their lower-cased name, as the error shows them.
@@ -78,6 +85,8 @@ class Plan:
     reasoning_tokens: int
     include_usage: bool
     continuous: bool
+    #: prompt tokens the prefix cache held (``usage.prompt_tokens_details.cached_tokens``)
+    cached_tokens: int = 0
 
 
 def filler_text(rng: random.Random, n_tokens: int) -> str:
@@ -103,29 +112,57 @@ def tagged_text(rng: random.Random, plan: Plan, first: int, k: int, text: str, o
     return "".join(parts)
 
 
+def prompt_text(body: dict[str, Any], chat: bool) -> str:
+    """The prompt as the emulator sizes and caches it: a chat's message contents joined by newlines (an
+    assistant message's ``tool_calls`` as the JSON of their functions; the ``tools`` schemas after the
+    leading system messages, where chat templates render them), or a completion's ``prompt``."""
+    if not chat:
+        prompt = body.get("prompt", "")
+        return prompt if isinstance(prompt, str) else json.dumps(prompt)
+    messages = body.get("messages")
+    messages = [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
+    tools = body.get("tools")
+    tools_at = 0
+    while tools_at < len(messages) and messages[tools_at].get("role") == "system":
+        tools_at += 1
+    parts: list[str] = []
+    for i, msg in enumerate(messages):
+        if tools and i == tools_at:
+            parts.append(json.dumps(tools, ensure_ascii=False))
+        content = msg.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts.extend(str(p.get("text", "")) for p in content if isinstance(p, dict))
+        calls = msg.get("tool_calls")
+        if isinstance(calls, list) and calls:
+            parts.append(json.dumps([c.get("function") for c in calls if isinstance(c, dict)], ensure_ascii=False))
+    if tools and tools_at == len(messages):
+        parts.append(json.dumps(tools, ensure_ascii=False))
+    return "\n".join(parts)
+
+
 def estimate_prompt_tokens(body: dict[str, Any], chat: bool) -> int:
     """The prompt's size in tokens, estimated as its UTF-8 bytes / 4 (at least 1)."""
-    if chat:
-        parts: list[str] = []
-        for msg in body.get("messages") or []:
-            content = msg.get("content") if isinstance(msg, dict) else None
-            if isinstance(content, str):
-                parts.append(content)
-            elif isinstance(content, list):
-                parts.extend(str(p.get("text", "")) for p in content if isinstance(p, dict))
-        text = "\n".join(parts)
-    else:
-        prompt = body.get("prompt", "")
-        text = prompt if isinstance(prompt, str) else json.dumps(prompt)
-    return max(1, round(len(text.encode("utf-8")) / 4))
+    return prompt_tokens_of(prompt_text(body, chat).encode("utf-8"))
+
+
+def prompt_tokens_of(data: bytes) -> int:
+    """The size in tokens of a prompt of UTF-8 bytes ``data``: bytes / 4, rounded (at least 1)."""
+    return max(1, round(len(data) / BYTES_PER_TOKEN))
 
 
 def _object(plan: Plan) -> str:
     return "chat.completion.chunk" if plan.chat else "text_completion"
 
 
-def _usage(prompt: int, completion: int) -> dict[str, int]:
+def _usage(prompt: int, completion: int) -> dict[str, Any]:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _final_usage(plan: Plan, completion: int) -> dict[str, Any]:
+    """A request's closing usage: vLLM adds ``prompt_tokens_details`` there, never to a stream's per-event usage."""
+    return {**_usage(plan.prompt_tokens, completion), "prompt_tokens_details": {"cached_tokens": plan.cached_tokens}}
 
 
 def sse_event(
@@ -156,19 +193,19 @@ def usage_event(plan: Plan, rid: str, created: int, completion_tokens: int) -> b
         "created": created,
         "model": plan.model,
         "choices": [],
-        "usage": _usage(plan.prompt_tokens, completion_tokens),
+        "usage": _final_usage(plan, completion_tokens),
     }
     return b"data: " + json.dumps(usage).encode() + b"\n\n"
 
 
-def whole_response(plan: Plan, text: str) -> dict[str, Any]:
-    """The JSON body of a non-streamed completion answering ``text``."""
+def whole_response(plan: Plan, text: str, tool_call: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON body of a non-streamed completion answering ``text``, or the call ``tool_call`` (``{"id",
+    "type", "function": {"name", "arguments"}}``: content "" beside it, as vLLM answers)."""
     if plan.chat:
-        choice: dict[str, Any] = {
-            "index": 0,
-            "message": {"role": "assistant", "content": text},
-            "finish_reason": plan.finish,
-        }
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        if tool_call is not None:
+            message = {"role": "assistant", "content": "", "tool_calls": [tool_call]}
+        choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": plan.finish}
         obj = "chat.completion"
     else:
         choice = {"index": 0, "text": text, "finish_reason": plan.finish}
@@ -179,7 +216,7 @@ def whole_response(plan: Plan, text: str) -> dict[str, Any]:
         "created": int(time.time()),
         "model": plan.model,
         "choices": [choice],
-        "usage": _usage(plan.prompt_tokens, plan.output_tokens),
+        "usage": _final_usage(plan, plan.output_tokens),
     }
 
 

@@ -30,14 +30,17 @@ from ._metrics import EmulatorMetrics
 from ._payloads import (
     ERROR_FAULTS,
     Plan,
-    estimate_prompt_tokens,
     fault_error,
     filler_text,
+    prompt_text,
+    prompt_tokens_of,
     sse_event,
     tagged_text,
     usage_event,
     whole_response,
 )
+from ._prefix_cache import PrefixCache
+from ._tools import ToolCall, ToolRequestError, plan_tool_call, tool_delta, tool_mode
 from ._truth import Truth, prompt_digest, truth_dict
 
 __all__ = ["EmulatorServer"]
@@ -57,6 +60,7 @@ class EmulatorServer:
         self._running = 0
         self._waiting = 0
         self._kv_tokens = 0
+        self._prefix_cache = PrefixCache(config.prefix_cache_blocks, config.block_size)
         self._truths: deque[Truth] = deque(maxlen=20000)
         self._truth_fh: TextIO | None = open(config.truth_log, "a") if config.truth_log else None  # noqa: SIM115
         self._server: asyncio.Server | None = None
@@ -116,6 +120,9 @@ class EmulatorServer:
                     "ttft_s": self.config.ttft_s,
                     "itl_s": self.config.itl_s,
                     "max_num_seqs": self.config.max_num_seqs,
+                    "block_size": self.config.block_size,
+                    "prefix_cache_blocks": self.config.prefix_cache_blocks,
+                    "tool_call_share": self.config.tool_call_share,
                     "seed": self.seed,
                 },
             )
@@ -134,26 +141,19 @@ class EmulatorServer:
             return await send_json(
                 writer, 400, {"error": {"message": f"invalid JSON body: {exc}", "type": "BadRequestError", "code": 400}}
             )
+        try:
+            tool_choice, functions = tool_mode(body) if chat else ("none", [])
+        except ToolRequestError as exc:
+            return await send_json(writer, 400, exc.body())
         fault = self._pick_fault(req.headers.get("x-emulator-fault"))
         if fault == "refuse":
             reset(writer)
             return False
         if fault in ERROR_FAULTS:
             return await send_json(writer, *fault_error(fault, req.headers))
-        prompt_tokens = estimate_prompt_tokens(body, chat)
-        max_tokens = body.get("max_tokens") or body.get("max_completion_tokens")
-        if not isinstance(max_tokens, int) or max_tokens < 1:
-            max_tokens = max(1, self.config.max_model_len - prompt_tokens)
-        if body.get("ignore_eos"):
-            output_tokens, finish = max_tokens, "length"
-        else:
-            natural = max(1, int(self._rng.lognormvariate(math.log(self.config.natural_output_tokens), 0.5)))
-            output_tokens, finish = (natural, "stop") if natural < max_tokens else (max_tokens, "length")
-        ctk = body.get("chat_template_kwargs") or {}
-        thinking = chat and isinstance(ctk, dict) and bool(ctk.get("enable_thinking"))
-        reasoning_tokens = int(output_tokens * self.config.reasoning_share) if thinking else 0
-        if self.config.reasoning_format == "tags" and reasoning_tokens == 1:
-            reasoning_tokens = 2 if output_tokens > 2 else 0  # "<think>" and "</think>" are a token each
+        prompt = prompt_text(body, chat).encode("utf-8")
+        prompt_tokens = prompt_tokens_of(prompt)
+        output_tokens, finish, reasoning_tokens, call = self._answer(body, chat, prompt_tokens, tool_choice, functions)
         truth = Truth(
             req.headers.get("x-request-id", uuid.uuid4().hex),
             fault,
@@ -188,29 +188,80 @@ class EmulatorServer:
         self._kv_tokens += prompt_tokens
         start = time.perf_counter()
         truth.queue_s = start - arrived
-        self.metrics.prompt_tokens.labels(**self.metrics.lab()).inc(prompt_tokens)
+        lab = self.metrics.lab()
+        self.metrics.prompt_tokens.labels(**lab).inc(prompt_tokens)
+        # Looked up when the request is scheduled (a slot free), as vLLM's scheduler does: only the
+        # prompt tokens not cached are prefilled.
+        plan.cached_tokens = truth.cached_tokens = self._prefix_cache.admit(prompt, prompt_tokens)
+        if self._prefix_cache.enabled:
+            self.metrics.prefix_queries.labels(**lab).inc(prompt_tokens)
+            self.metrics.prefix_hits.labels(**lab).inc(plan.cached_tokens)
+        prefilled = prompt_tokens - plan.cached_tokens
+        truth.imposed_ttft_s = self.config.ttft_s + self.config.prefill_s_per_token * prefilled
         generated = 0
         try:
             if stream:
-                keep, generated = await self._stream(writer, plan, truth, arrived, start, fault)
+                keep, generated = await self._stream(writer, plan, call, truth, arrived, start, fault)
             else:
                 await _sleep_until(start + truth.imposed_ttft_s + self.config.itl_s * (output_tokens - 1))
                 generated = output_tokens
-                keep = await send_json(writer, 200, whole_response(plan, filler_text(self._rng, output_tokens)))
+                if call is None:
+                    answer = whole_response(plan, filler_text(self._rng, output_tokens))
+                else:
+                    n = output_tokens - reasoning_tokens
+                    truth.tool_calls, truth.tool_call_ids, truth.tool_call_tokens = 1, [call.call_id], n
+                    answer = whole_response(plan, "", call.history_entry(n))
+                keep = await send_json(writer, 200, answer)
             if keep or fault is None:
                 e2e = time.perf_counter() - arrived
-                self.metrics.e2e.labels(**self.metrics.lab()).observe(e2e)
-                self.metrics.success.labels(**self.metrics.lab(), finished_reason=finish).inc()
+                self.metrics.e2e.labels(**lab).observe(e2e)
+                self.metrics.success.labels(**lab, finished_reason=finish).inc()
             return keep
         finally:
             self._running -= 1
             self._kv_tokens -= prompt_tokens
-            self.metrics.generation_tokens.labels(**self.metrics.lab()).inc(generated)
+            self.metrics.generation_tokens.labels(**lab).inc(generated)
             self._slots.release()
             self._record_truth(truth)
 
+    def _answer(
+        self, body: dict[str, Any], chat: bool, prompt_tokens: int, tool_choice: str, functions: list[dict[str, Any]]
+    ) -> tuple[int, str, int, ToolCall | None]:
+        """What the request is answered with: output tokens, finish reason, reasoning tokens, and the tool call
+        (None: text). Draws lengths (and the call) from the seeded generator."""
+        max_tokens = body.get("max_tokens") or body.get("max_completion_tokens")
+        if not isinstance(max_tokens, int) or max_tokens < 1:
+            max_tokens = max(1, self.config.max_model_len - prompt_tokens)
+        ignore_eos = bool(body.get("ignore_eos"))
+        if ignore_eos:
+            output_tokens, finish = max_tokens, "length"
+        else:
+            natural = max(1, int(self._rng.lognormvariate(math.log(self.config.natural_output_tokens), 0.5)))
+            output_tokens, finish = (natural, "stop") if natural < max_tokens else (max_tokens, "length")
+        ctk = body.get("chat_template_kwargs") or {}
+        thinking = chat and isinstance(ctk, dict) and bool(ctk.get("enable_thinking"))
+        reasoning_tokens = int(output_tokens * self.config.reasoning_share) if thinking else 0
+        if self.config.reasoning_format == "tags" and reasoning_tokens == 1:
+            reasoning_tokens = 2 if output_tokens > 2 else 0  # "<think>" and "</think>" are a token each
+        fill = max_tokens - reasoning_tokens if ignore_eos else None
+        call = plan_tool_call(self._rng, tool_choice, functions, self.config.tool_call_share, fill)
+        if call is None:
+            return output_tokens, finish, reasoning_tokens, None
+        # The reasoning (if any), then the call, cut at max_tokens as vLLM cuts it; ignore_eos ends in "length".
+        output_tokens = min(max_tokens, reasoning_tokens + call.tokens)
+        cut = reasoning_tokens + call.tokens > max_tokens or (ignore_eos and output_tokens == max_tokens)
+        began = output_tokens > reasoning_tokens  # not when it reasoned up to max_tokens
+        return output_tokens, "length" if cut else call.finish, reasoning_tokens, call if began else None
+
     async def _stream(
-        self, writer: asyncio.StreamWriter, plan: Plan, truth: Truth, arrived: float, start: float, fault: str | None
+        self,
+        writer: asyncio.StreamWriter,
+        plan: Plan,
+        call: ToolCall | None,
+        truth: Truth,
+        arrived: float,
+        start: float,
+        fault: str | None,
     ) -> tuple[bool, int]:
         cfg = self.config
         head = (
@@ -228,14 +279,14 @@ class EmulatorServer:
                     )
                 )
             )
-        n_chunks = math.ceil(plan.output_tokens / cfg.tokens_per_chunk)
-        fault_at = max(1, n_chunks // 2)
+        # A tool call after reasoning starts an event of its own: no event carries both.
+        sizes = _chunk_sizes(plan.output_tokens, cfg.tokens_per_chunk, plan.reasoning_tokens if call else 0)
+        fault_at = max(1, len(sizes) // 2)
         first_deadline = start + truth.imposed_ttft_s
         sent_tokens = 0
         prev_t: float | None = None
         lab = self.metrics.lab()
-        for i in range(n_chunks):
-            k = min(cfg.tokens_per_chunk, plan.output_tokens - sent_tokens)
+        for i, k in enumerate(sizes):
             deadline = first_deadline + (sent_tokens + k - 1) * cfg.itl_s
             if cfg.jitter_s and i > 0:
                 deadline += self._rng.uniform(-cfg.jitter_s, cfg.jitter_s)
@@ -255,25 +306,24 @@ class EmulatorServer:
                 if fault == "stall":
                     await asyncio.sleep(cfg.stall_s)
             finish = plan.finish if sent_tokens + k == plan.output_tokens else None
-            text = filler_text(self._rng, k)
-            if cfg.empty_chunk_share and self._rng.random() < cfg.empty_chunk_share:
-                text = ""
-            answer_begins = plan.reasoning_tokens and sent_tokens <= plan.reasoning_tokens < sent_tokens + k
-            if plan.chat and plan.reasoning_tokens and cfg.reasoning_format != "field":
-                delta: dict[str, Any] = {"content": tagged_text(self._rng, plan, sent_tokens, k, text,
-                                                                cfg.reasoning_format == "tags")}  # fmt: skip
-            elif plan.chat:
-                if cfg.reasoning_format == "field" and plan.reasoning_tokens:
-                    answer_begins = sent_tokens >= plan.reasoning_tokens and truth.ttft_answer_s is None
-                key = "reasoning_content" if sent_tokens < plan.reasoning_tokens else "content"
-                delta = {key: text}
+            tool_event = call is not None and sent_tokens >= plan.reasoning_tokens
+            if tool_event and call is not None:
+                delta = tool_delta(call, sent_tokens - plan.reasoning_tokens, k)
+                answer_begins = plan.reasoning_tokens > 0 and sent_tokens == plan.reasoning_tokens
+                if sent_tokens == plan.reasoning_tokens:
+                    truth.tool_calls, truth.tool_call_ids, truth.tool_call_tokens = 1, [call.call_id], 0
             else:
-                delta = {"text": text}
+                delta, answer_begins = self._content_delta(plan, truth, sent_tokens, k)
             sent_tokens += k
             writer.write(chunk(sse_event(plan, rid, created, delta, finish, sent_tokens if plan.continuous else None)))
             now = time.perf_counter()
             if answer_begins:
                 truth.ttft_answer_s = now - arrived
+            if tool_event:
+                if truth.ttft_tool_s is None:
+                    truth.ttft_tool_s = now - arrived
+                truth.tool_call_s = now - arrived
+                truth.tool_call_tokens = (truth.tool_call_tokens or 0) + k
             if prev_t is None:
                 truth.ttft_s = now - arrived
                 self.metrics.ttft.labels(**lab).observe(now - arrived)
@@ -292,6 +342,23 @@ class EmulatorServer:
         writer.write(b"0\r\n\r\n")
         await writer.drain()
         return True, sent_tokens
+
+    def _content_delta(self, plan: Plan, truth: Truth, sent_tokens: int, k: int) -> tuple[dict[str, Any], bool]:
+        """The delta of an event of text tokens ``sent_tokens .. +k-1``, and whether the answer begins in it."""
+        cfg = self.config
+        text = filler_text(self._rng, k)
+        if cfg.empty_chunk_share and self._rng.random() < cfg.empty_chunk_share:
+            text = ""
+        answer_begins = bool(plan.reasoning_tokens) and sent_tokens <= plan.reasoning_tokens < sent_tokens + k
+        if plan.chat and plan.reasoning_tokens and cfg.reasoning_format != "field":
+            tags = cfg.reasoning_format == "tags"
+            return {"content": tagged_text(self._rng, plan, sent_tokens, k, text, tags)}, answer_begins
+        if plan.chat:
+            if cfg.reasoning_format == "field" and plan.reasoning_tokens:
+                answer_begins = sent_tokens >= plan.reasoning_tokens and truth.ttft_answer_s is None
+            key = "reasoning_content" if sent_tokens < plan.reasoning_tokens else "content"
+            return {key: text}, answer_begins
+        return {"text": text}, answer_begins
 
     # -- helpers ------------------------------------------------------------------------
     def _pick_fault(self, requested: str | None) -> str | None:
@@ -313,6 +380,14 @@ class EmulatorServer:
         if self._truth_fh is not None:
             self._truth_fh.write(json.dumps(truth_dict(truth)) + "\n")
             self._truth_fh.flush()
+
+
+def _chunk_sizes(tokens: int, per_chunk: int, split: int) -> list[int]:
+    """Tokens per event: ``per_chunk`` at a time, an event ending at token ``split`` (0: none) before the rest."""
+    sizes: list[int] = []
+    for begin, end in ((0, split), (split, tokens)) if 0 < split < tokens else ((0, tokens),):
+        sizes.extend(min(per_chunk, end - t) for t in range(begin, end, per_chunk))
+    return sizes
 
 
 async def _sleep_until(deadline: float) -> None:

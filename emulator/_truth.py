@@ -28,6 +28,19 @@ class Truth:
     ttft_answer_s: float | None = None
     #: what was asked (messages or prompt), hashed: A/B tests check both targets got the same
     prompt_sha: str = ""
+    #: prompt tokens the prefix cache held (not prefilled again; ``usage.prompt_tokens_details.cached_tokens``)
+    cached_tokens: int = 0
+    #: arrival → the event carrying the first tool-call delta (the call's id and name); None: no call streamed
+    ttft_tool_s: float | None = None
+    #: arrival → the last event carrying a tool-call delta (the call complete: its last argument fragment)
+    tool_call_s: float | None = None
+    #: tool calls the answer made (0 or 1)
+    tool_calls: int = 0
+    #: output tokens of the events carrying tool-call deltas (the name event and the argument fragments);
+    #: None when no call was made
+    tool_call_tokens: int | None = None
+    #: the ``id`` of each call made, in order (what the next request's ``tool`` message answers)
+    tool_call_ids: list[str] = field(default_factory=list)
 
 
 def truth_dict(t: Truth) -> dict[str, Any]:
@@ -45,6 +58,12 @@ def truth_dict(t: Truth) -> dict[str, Any]:
         "reasoning_tokens": t.reasoning_tokens,
         "ttft_answer_s": t.ttft_answer_s,
         "prompt_sha": t.prompt_sha,
+        "cached_tokens": t.cached_tokens,
+        "ttft_tool_s": t.ttft_tool_s,
+        "tool_call_s": t.tool_call_s,
+        "tool_calls": t.tool_calls,
+        "tool_call_tokens": t.tool_call_tokens,
+        "tool_call_ids": t.tool_call_ids,
     }
 
 

@@ -1,10 +1,10 @@
-"""Mixed production traffic: contract analysis, code completion and chat together.
+"""Mixed production traffic: contract analysis, code completion, chat and agent sessions together.
 
     locust -f locustfiles/mixed.py               # web UI; no --host: built-in emulator (SIMULATED)
     locust -f locustfiles/mixed.py --headless -u 64 -r 4 -t 10m \
         --host http://gpu:8000 --slo slo.yaml
 
-Every traffic model in workloads/traffic/models/; default weights contract=1, code=3, chat=2;
+Every traffic model in workloads/traffic/models/; default weights contract=1, code=3, chat=2, agent=1;
 change them with --weights contract=1,code=1,chat=4, $TOKENSTORM_WEIGHTS, a workload file
 (--workload-file) or the web UI's class picker (--class-picker). Each workload keeps its own
 rows in the stats and its own SLO name.

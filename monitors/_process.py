@@ -36,6 +36,8 @@ log = logging.getLogger("tokenstorm.monitors")
 
 #: JSON object: target URL -> its Authorization header value
 _AUTH_ENV = "TOKENSTORM_MONITOR_AUTH"
+#: written by the child once its first samples are in (then removed by the parent)
+READY_FILE = ".monitor-ready"
 _TAIL_BYTES = 16384
 
 
@@ -63,6 +65,19 @@ class MonitorProcess:
         if authorization:
             env[_AUTH_ENV] = json.dumps(authorization)
         self._proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def wait_ready(self, timeout_s: float = 15.0) -> bool:
+        """Wait until the child has taken its first samples (its baseline) or ended; ``False`` after
+        ``timeout_s``. A run waits for it before its first request, so that counters on ``/metrics``
+        (prefix-cache hits, preemptions) rise from a sample taken before any of its traffic."""
+        marker = self.run_dir / READY_FILE
+        deadline = time.monotonic() + timeout_s
+        while not marker.exists():
+            if self._proc.poll() is not None or time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)  # cooperative under gevent: Locust has patched time.sleep
+        marker.unlink(missing_ok=True)
+        return True
 
     def latest(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """The newest sample of each GPU and the newest server sample, from the files' tails."""
@@ -145,11 +160,14 @@ def run_collector(run_dir: Path, *, target_url: str | None, gpu_monitor: str | N
     )
     next_t = time.monotonic()
     try:
+        monitor.poll()  # the baseline, before the run's first request (the parent waits for it)
+        (run_dir / READY_FILE).touch()
         while not stop and os.getppid() == parent:
-            monitor.poll()
             next_t += interval_s
             while not stop and time.monotonic() < next_t:
                 time.sleep(min(0.05, max(0.0, next_t - time.monotonic())))
+            if not stop:
+                monitor.poll()
         monitor.poll()  # one last sample at the end of the run
     finally:
         monitor.close()

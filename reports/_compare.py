@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ._compare_diff import deployment_rows, load_differences
-from ._compare_model import ALL, SECTIONS, ComparedRun, CompareInputError, fmt_delta, fmt_value
+from ._compare_model import ALL, RATES, SECTIONS, ComparedRun, CompareInputError, fmt_delta, fmt_value
 from ._compare_tokenstorm import read_tokenstorm
 from ._foreign import read_foreign
 
@@ -39,6 +39,13 @@ COMPARED_METRICS: tuple[tuple[str, str, str, bool | None], ...] = (
     ("error_rate", "error rate", "errors", False),
     ("cost_per_1m_output_tokens", "cost / 1M output tok", "cost", False),
     ("cost_per_1m_total_tokens", "cost / 1M total tok", "cost", False),
+    *((f"{stat}_{stem}_ms", f"{name} {label} ms", "agent", False)
+      for stem, name in (("session", "session"), ("tool_call", "complete tool call"),
+                         ("ttft_tool", "first tool-call delta"))
+      for stat, label in (("median", "p50"), ("p95", "p95"), ("p99", "p99"))),
+    ("mean_steps_per_session", "steps per session", "agent", None),
+    ("prefix_cache_hit_rate", "prefix-cache hit rate", "cache", True),
+    ("prefix_cache_hit_rate_server", "prefix-cache hit rate (/metrics)", "cache", True),
 )  # fmt: skip
 @dataclass
 class Comparison:
@@ -203,7 +210,7 @@ def _reference(columns: list[ComparedRun], i: int, baseline_arg: int) -> int | N
 def _delta(key: str, value: Any, base: Any) -> float | None:
     if value is None or base is None:
         return None
-    if key == "error_rate":  # percentage points: 0% -> 2% is a regression
+    if key in RATES:  # percentage points: 0% -> 2% errors is a regression
         return float(value - base) * 100
     return (value - base) / base * 100 if base else (0.0 if value == base else float("inf"))
 

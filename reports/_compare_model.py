@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ALL", "CLOSED_LOOP", "SECTIONS", "CompareInputError", "ComparedRun", "fmt_delta", "fmt_value"]
+__all__ = ["ALL", "CLOSED_LOOP", "RATES", "SECTIONS", "CompareInputError", "ComparedRun", "fmt_delta", "fmt_value"]
 
 #: the scope of a run's figures over every workload
 ALL = "all"
@@ -67,14 +67,16 @@ class ComparedRun:
 
 
 #: the sections of the figures' tables, in order
-SECTIONS = ("latency", "throughput", "errors", "cost")
+SECTIONS = ("latency", "throughput", "errors", "cost", "agent", "cache")
+#: shares (0..1): shown in percent, compared in percentage points
+RATES = ("error_rate", "prefix_cache_hit_rate", "prefix_cache_hit_rate_server")
 
 
 def fmt_value(key: str, value: Any) -> str:
     """A figure as the tables show it ("—": the run's tool does not give it)."""
     if value is None:
         return "—"
-    if key == "error_rate":
+    if key in RATES:
         return f"{value:.2%}"
     if key in ("completed", "failed"):
         return f"{value:.0f}"
@@ -82,7 +84,7 @@ def fmt_value(key: str, value: Any) -> str:
 
 
 def fmt_delta(key: str, delta: float | None) -> str:
-    """A delta against the baseline: percent, or percentage points for the error rate."""
+    """A delta against the baseline: percent, or percentage points for a rate (errors, prefix-cache hits)."""
     if delta is None:
         return ""
-    return f"{delta:+.1f}pp" if key == "error_rate" else f"{delta:+.1f}%"
+    return f"{delta:+.1f}pp" if key in RATES else f"{delta:+.1f}%"

@@ -173,6 +173,8 @@ def load_shape(options: dict[str, Any], users: int | None) -> str:
         return "steps"
     if any(n == "open_loop" for n in names):
         return f"open loop: {opt('arrival') or 'poisson'} {opt('arrival_rate')} req/s"
+    if opt("trace") or any(n == "trace_replay" for n in names):
+        return f"trace replay: {Path(str(opt('trace') or '')).name} at {opt('trace_speed') or 1:g}x"
     waits = [f"wait {opt('wait_time')} s"] if opt("wait_time") not in (None, "") else []
     waits += [f"{k.removesuffix('_think_time')} think {v} s" for k, v in sorted(options.items())
               if k.endswith("_think_time") and v not in (None, "")]  # fmt: skip

@@ -26,6 +26,29 @@ def _row(label: str, block: dict[str, Any]) -> str:
     return f"{label[:18]:<18} {counts} {rates}  {lat}".rstrip()
 
 
+def _agent_lines(overall: dict[str, Any]) -> list[str]:
+    """Sessions, tool calls and the prefix-cache hit rate, as the report's agent and prefix-cache sections."""
+    lines = []
+    if overall.get("sessions"):
+        line = (f"agent: {overall['completed_sessions']:,} of {overall['sessions']:,} sessions completed "
+                f"({overall['failed_sessions']:,} failed, {overall['unfinished_sessions']:,} unfinished)")  # fmt: skip
+        if overall.get("completed_sessions"):
+            line += (f", {overall['mean_steps_per_session']:.1f} steps each; session p50/p95 "
+                     f"{overall['median_session_ms']:.0f}/{overall['p95_session_ms']:.0f} ms, "
+                     f"{overall['session_waiting_share']:.0%} of it waiting on the model")  # fmt: skip
+        lines.append(line)
+    if overall.get("tool_call_requests"):
+        first, done = (f"{_ms(overall, 'median', n)}/{_ms(overall, 'p99', n)} ms" for n in ("ttft_tool", "tool_call"))
+        lines.append(f"tool calls: {overall['tool_calls']:,} in {overall['tool_call_requests']:,} requests; "
+                     f"first delta p50/p99 {first}, complete call p50/p99 {done}")  # fmt: skip
+    rate = overall.get("prefix_cache_hit_rate")
+    if rate is not None:
+        source = "records' cached ÷ prompt tokens" if overall.get("prefix_cache_hit_rate_source") == "records" \
+            else "vLLM /metrics hits ÷ queries"  # fmt: skip
+        lines.append(f"prefix-cache hit rate {rate:.1%} ({source})")
+    return lines
+
+
 def console_block(summary: RunSummary) -> list[str]:
     """The lines of the closing block (empty when nothing was judged)."""
     if not summary.overall.get("requests"):
@@ -51,6 +74,7 @@ def console_block(summary: RunSummary) -> list[str]:
                  f"{overall.get('achieved_concurrency', 0.0):.2f} (mean requests in flight)")  # fmt: skip
     # As the report says them: the records accounted for, and the window every rate above covers.
     lines.append(accounting_text(overall))
+    lines += _agent_lines(overall)
     lines.append(f"rates over the measured window, {overall.get('duration', 0.0):,.1f} s (first judged request's "
                  "start to the last one's end), as in the report; the periodic lines were the last 10 s")  # fmt: skip
     lines.append("-" * len(head))

@@ -8,6 +8,7 @@ from typing import Any
 
 import jinja2
 
+from ._agent_view import agent_view, cache_rows
 from ._header import deployment_views, gpu_lines, report_title, target_names
 from ._headline import HEADLINE_LATENCIES, LENGTH_PERCENTILES, ab_details, accounting_note, headline_rows, window_note
 from ._options import option_rows, slo_source
@@ -111,6 +112,8 @@ def render_report(run: RunData, spec: SloSpec, summary: RunSummary) -> str:
         timing_violations=timing_violations(run),
         sweep=sweep_view(run, spec),
         compared=_compared_rows(summary),
+        agent=agent_view(run, summary, mask, t0),
+        cache_rows=cache_rows(summary),
         num=_num,
         pct=_pct,
         count=_count,

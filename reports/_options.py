@@ -30,19 +30,21 @@ PLUMBING_OPTIONS = frozenset({
     "reset_stats", "show_task_ratio", "show_task_ratio_json", "skip_log_setup", "slave", "stats_history_enabled",
     "stop_timeout", "tls_cert", "tls_key", "web_auth", "web_base_path", "web_host", "web_host_display_name",
     "web_login", "web_port", "worker", "run_dir", "metrics_host", "report_every", "csv", "html", "host",
+    "trace_zero_epoch_s",
 })  # fmt: skip
 #: tokenstorm's defaults that are not empty (an empty value is a default by construction)
 _DEFAULTS: dict[str, Any] = {
     "arrival": "poisson", "arrival_rate": 1.0, "capacity_start": 4, "capacity_step": 4, "capacity_step_time": 30.0,
     "capacity_max": 1024, "sweep_count": 8, "sweep_level_time": 30.0, "sweep_max_users": 256, "records": "parquet",
     "request_timeout": 600.0, "run_fail_error_rate": 0.5, "think_tags": "<think>,</think>", "monitor_interval": 1.0,
-    "expect_workers": 1, "autoquit": -1,
+    "expect_workers": 1, "autoquit": -1, "trace_speed": 1.0, "trace_block_size": 512,
 }  # fmt: skip
 #: a load shape's own options, shown (defaults too) only in a run of that shape
 _SHAPES = {
     "sweep": ("sweep_levels", "sweep_count", "sweep_max_users", "sweep_level_time"),
     "capacity": ("capacity_start", "capacity_step", "capacity_step_time", "capacity_max"),
     "open_loop": ("arrival", "arrival_rate"),
+    "trace": ("trace", "trace_speed", "trace_block_size"),
 }
 #: flags whose name is not the option's
 _FLAGS = {"num_users": "-u/--users", "spawn_rate": "-r/--spawn-rate", "run_time": "-t/--run-time",
@@ -59,7 +61,9 @@ def _shapes(meta: RunMeta, run_dir: Path, open_loop: bool) -> set[str]:
         shapes.add("sweep")
     if (run_dir / CAPACITY_FILE).exists() or "capacity" in locustfile:
         shapes.add("capacity")
-    if open_loop or "open_loop" in locustfile:
+    if meta.options.get("trace") or "trace_replay" in locustfile:
+        shapes.add("trace")  # sent at a trace's times: its send lag is not open-loop arrivals'
+    elif open_loop or "open_loop" in locustfile:
         shapes.add("open_loop")
     return shapes
 

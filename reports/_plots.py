@@ -30,13 +30,14 @@ from matplotlib.figure import Figure
 
 from workloads.rundir import LoadSample
 
+from ._cache import hit_rate_bins, server_cache_bins
+from ._columns import chunks, dropped_nan, selected, workloads_in
 from ._rundir import RunData
-from ._slo import chunks, dropped_nan, selected, workloads_in
 from ._targets import target_labels, target_mask
 
-__all__ = ["DPI", "FIGURE_WIDTH_IN", "MIN_FONT_PT", "WARMUP_LABEL", "distribution_figure", "distribution_png",
-           "figure_png", "new_figure", "side_legend", "timeseries_figure", "timeseries_png",
-           "warmup_end_s"]  # fmt: skip
+__all__ = ["CACHE_PANEL_TITLE", "DPI", "FIGURE_WIDTH_IN", "MIN_FONT_PT", "WARMUP_LABEL", "cache_panels",
+           "distribution_figure", "distribution_png", "figure_png", "new_figure", "side_legend", "time_bins",
+           "timeseries_figure", "timeseries_png", "warmup_end_s"]  # fmt: skip
 
 FIGURE_WIDTH_IN = 14.0
 DPI = 100
@@ -132,7 +133,7 @@ def _warmup_rows(run: RunData, mask: np.ndarray) -> np.ndarray:
     return warm
 
 
-def _time_bins(run: RunData, t0: float, shown: np.ndarray) -> np.ndarray:
+def time_bins(run: RunData, t0: float, shown: np.ndarray) -> np.ndarray:
     """Bin edges (s after ``t0``) over the requests ``shown``: ~60 bins of whole seconds, the last
     ending with the last request (a sliver of a bin would turn one request into a spike of tok/s)."""
     df = run.requests
@@ -158,7 +159,7 @@ def timeseries_figure(run: RunData, t0: float, mask: np.ndarray,
     ok_col = df["ok"].fillna(False).astype(bool).to_numpy()
     ok = (mask | _warmup_rows(run, mask)) & ok_col
     start, e2e = df["start_epoch_s"].to_numpy(dtype=float), df["e2e_s"].to_numpy(dtype=float)  # views
-    edges = _time_bins(run, t0, ok)
+    edges = time_bins(run, t0, ok)
     mids = (edges[:-1] + edges[1:]) / 2
     width_s = np.diff(edges)
     panels: list[tuple[str, Callable[[Axes], None]]] = []
@@ -221,7 +222,7 @@ def timeseries_figure(run: RunData, t0: float, mask: np.ndarray,
         ax.set_ylabel("output tokens/s")
 
     panels.append(("Output tokens/s, by request end", throughput))
-    panels += _gpu_panels(run, t0) + _server_panels(run, t0)
+    panels += _gpu_panels(run, t0) + _server_panels(run, t0) + cache_panels(run, t0, edges, ok)
     fig, axes = new_figure(len(panels), 1, PANEL_HEIGHT_IN * len(panels), sharex=True)
     gaps = pd.concat([run.gpu_gaps, run.server_gaps]) if not (run.gpu_gaps.empty and run.server_gaps.empty) else None
     for ax, (title, draw) in zip(axes[:, 0], panels, strict=True):
@@ -284,6 +285,47 @@ def _server_panels(run: RunData, t0: float) -> list[tuple[str, Callable[[Axes], 
     panels: list[tuple[str, Callable[[Axes], None]]] = [("vLLM requests running / waiting", sched)]
     if "kv_cache_usage" in server.columns:
         panels.append(("vLLM KV-cache usage", kv))
+    return panels
+
+
+CACHE_PANEL_TITLE = (
+    "Prefix-cache hit rate: records' cached ÷ prompt tokens (solid), vLLM /metrics hits ÷ queries (dashed)"
+)
+
+
+def cache_panels(run: RunData, t0: float, edges: np.ndarray, rows: np.ndarray,
+                 preemptions: bool = True) -> list[tuple[str, Callable[[Axes], None]]]:  # fmt: skip
+    """The prefix-cache hit rate per time bin (``edges``) from the records ``rows`` and from /metrics, and
+    vLLM's preemptions per second (``preemptions``); nothing for a source the run does not have."""
+    mids = (edges[:-1] + edges[1:]) / 2
+    parts = [(f" {t}", rows & target_mask(run, t)) for t in target_labels(run)] or [("", rows)]  # A/B: apart
+    records = {}
+    for suffix, sel in parts if len(edges) > 1 else []:
+        if (rate := hit_rate_bins(run, t0, edges, sel)) is not None:
+            records[suffix] = rate
+    server = server_cache_bins(run, t0, edges) if len(edges) > 1 else {}
+    rates = {label: rate for label, (rate, _) in server.items() if not np.isnan(rate).all()}
+    pre = {label: p for label, (_, p) in server.items() if not np.isnan(p).all()}
+    panels: list[tuple[str, Callable[[Axes], None]]] = []
+    if records or rates:
+
+        def cache(ax: Axes) -> None:
+            for suffix, rate in records.items():
+                ax.plot(mids, rate * 100, "-", marker=".", label=f"records{suffix}")
+            for label, rate in rates.items():
+                ax.plot(mids, rate * 100, "--", marker=".", label=f"vLLM /metrics{' ' + label if label else ''}")
+            ax.set_ylabel("hit rate (% of prompt tokens)")
+            ax.set_ylim(0, 102)
+
+        panels.append((CACHE_PANEL_TITLE, cache))
+    if preemptions and pre:
+
+        def preempted(ax: Axes) -> None:
+            for label, p in pre.items():
+                ax.plot(mids, p, label=f"preemptions{' ' + label if label else ''}")
+            ax.set_ylabel("preemptions per second")
+
+        panels.append(("vLLM preemptions per second", preempted))
     return panels
 
 

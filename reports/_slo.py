@@ -10,12 +10,17 @@
         itl_ms: {p99: 150}
         tpot_ms: {p50: 60}
         error_rate: {max: 0.01}
+      agent:
+        tool_call_ms: {p95: 2000}   # per step: send to the complete tool call (its last argument fragment)
+        session_ms: {p95: 60000}    # per completed session: first send to the last token of its last step
       run:
         output_tokens_per_s_per_gpu: {min: 45}
         gpu_memory_gb: {max: 58}
 
 Latency statistics: p50, p90, p95, p99, p99.9 (or any pNN[.N]), mean, max — computed with
-numpy's linear-interpolation percentile over successful requests, as vLLM's benchmark does.
+numpy's linear-interpolation percentile over successful requests, as vLLM's benchmark does
+(``tool_call_ms``: over those that streamed a tool call; ``session_ms``: over completed sessions,
+see ``reports/_agent.py``).
 An invalid file is rejected with ``FILE:LINE: reason`` before any traffic (binary: the first bad byte).
 """
 
@@ -28,16 +33,25 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import yaml
 
 from workloads.rundir import ItlHistogram
 
+from ._agent import sessions
+from ._columns import chunks, dropped_nan, masked_sum, selected, workloads_in
 from ._rundir import RunData
 
 __all__ = ["DEFAULT_SLO_TEXT", "SloResult", "SloSpec", "SloSpecError", "SloTarget", "evaluate", "load_slo_spec"]
 
-LATENCY_METRICS = {"ttft_ms": "ttft_s", "itl_ms": "itl", "tpot_ms": "tpot_s", "e2e_ms": "e2e_s"}
+LATENCY_METRICS = {
+    "ttft_ms": "ttft_s",
+    "itl_ms": "itl",
+    "tpot_ms": "tpot_s",
+    "e2e_ms": "e2e_s",
+    "tool_call_ms": "tool_call_s",
+}
+#: latencies of a whole session (many requests): judged on the run, never on a slice of it
+SESSION_METRICS = {"session_ms"}
 RATE_METRICS = {"output_tokens_per_s_per_gpu", "output_tokens_per_s", "requests_per_s", "goodput_requests_per_s"}
 _PCT = re.compile(r"^p(\d{1,2}(\.\d+)?)$")
 _YAML = "an SLO file is YAML"
@@ -180,6 +194,7 @@ def _parse_slos(node: yaml.Node, err: Any) -> list[SloTarget]:
     if not isinstance(node, yaml.MappingNode):
         raise err(node, "slos must map workload names to their targets")
     targets: list[SloTarget] = []
+    durations = {*LATENCY_METRICS, *SESSION_METRICS}
     for scope_node, metrics_node in node.value:
         scope = str(scope_node.value)
         if not isinstance(metrics_node, yaml.MappingNode):
@@ -188,21 +203,23 @@ def _parse_slos(node: yaml.Node, err: Any) -> list[SloTarget]:
             metric = str(metric_node.value)
             if metric == "gpu_memory_gb" and scope != "run":
                 raise err(metric_node, "gpu_memory_gb is a whole-run target: put it under 'run'")
-            if metric in LATENCY_METRICS:
+            if metric in durations:
                 allowed = "p50, p90, p95, p99, p99.9, mean or max"
             elif metric in ("error_rate", "gpu_memory_gb"):
                 allowed = "max"
             elif metric in RATE_METRICS:
                 allowed = "min"
             else:
-                known = ", ".join([*LATENCY_METRICS, "error_rate", "gpu_memory_gb", *sorted(RATE_METRICS)])
+                known = ", ".join(
+                    [*LATENCY_METRICS, *SESSION_METRICS, "error_rate", "gpu_memory_gb", *sorted(RATE_METRICS)]
+                )
                 raise err(metric_node, f"unknown metric {metric!r} (known: {known})")
             if not isinstance(stats_node, yaml.MappingNode) or not stats_node.value:
                 raise err(stats_node, f"{metric}: expected {{stat: value}}, e.g. {{p95: 800}}")
             for stat_node, value_node in stats_node.value:
                 stat = str(stat_node.value)
                 ok = (
-                    (metric in LATENCY_METRICS and (stat in ("mean", "max") or _valid_pct(stat)))
+                    (metric in durations and (stat in ("mean", "max") or _valid_pct(stat)))
                     or (metric in ("error_rate", "gpu_memory_gb") and stat == "max")
                     or (metric in RATE_METRICS and stat == "min")
                 )
@@ -250,49 +267,6 @@ def stat_of(values: np.ndarray | ItlHistogram, stat: str) -> float | None:
     if stat in ("mean", "max"):
         return float(values.mean() if stat == "mean" else values.max())
     return float(np.percentile(values, float(stat[1:]), overwrite_input=True))
-
-
-_CHUNK = 1 << 20
-
-
-def workloads_in(df: Any, mask: np.ndarray) -> list[str]:
-    """The workloads of the rows in ``mask``, sorted — counted on the categorical's codes, since
-    iterating millions of rows as Python strings costs ~70 bytes each."""
-    if df.empty or "workload" not in df:
-        return []
-    col = df["workload"]
-    if not isinstance(col.dtype, pd.CategoricalDtype):
-        return sorted(str(w) for w in set(col[mask].dropna()))
-    codes = np.asarray(col.cat.codes)[mask]
-    counts = np.bincount(codes[codes >= 0].astype(np.int64), minlength=len(col.cat.categories))
-    return sorted(str(col.cat.categories[i]) for i in np.flatnonzero(counts))
-
-
-def masked_sum(df: Any, col: str, mask: np.ndarray) -> float:
-    """Sum of column ``col`` over the rows in ``mask``, missing values as 0 — without copying rows."""
-    values = df[col].to_numpy(dtype=float, na_value=np.nan) if df[col].dtype.kind != "f" else df[col].to_numpy()
-    return float(np.sum(values, where=mask & ~np.isnan(values)))
-
-
-def chunks(n: int) -> Any:
-    """Slices of ``range(n)`` a million rows long: whole-run temporaries cost bytes per request."""
-    return (slice(i, i + _CHUNK) for i in range(0, n, _CHUNK))
-
-
-def selected(df: Any, col: str, mask: np.ndarray) -> np.ndarray:
-    """Column ``col`` of the rows in ``mask`` as a new float array (NaN for none) — the caller's
-    to sort in place: one copy of the rows asked for, never of the whole table."""
-    column = df[col]
-    # A float column as it is (a view): ``na_value`` would copy all of it first.
-    full = column.to_numpy() if column.dtype.kind == "f" else column.to_numpy(dtype=float, na_value=np.nan)
-    values: np.ndarray = np.asarray(full, dtype=float)[mask]
-    return values
-
-
-def dropped_nan(values: np.ndarray) -> np.ndarray:
-    """``values`` without NaN — the same array when there is none (no copy of millions of rows)."""
-    nan = np.isnan(values)
-    return values[~nan] if nan.any() else values
 
 
 def run_window_s(run: RunData, mask: np.ndarray) -> float:
@@ -359,7 +333,15 @@ def evaluate(run: RunData, spec: SloSpec, within: np.ndarray | None = None, targ
             seconds = stat_of(values, t.stat)
             measured = None if seconds is None else seconds * 1000
             if measured is None:
-                note = "no successful requests to measure"
+                note = "no tool calls to measure" if t.metric == "tool_call_ms" else "no successful requests to measure"
+        elif t.metric in SESSION_METRICS:
+            rows = np.ones(len(df), dtype=bool) if within is None else within.copy()
+            if t.scope != "run":
+                rows &= (df["workload"] == t.scope).to_numpy()
+            seconds = stat_of(sessions(run, judged, rows).latency_s, t.stat)
+            measured = None if seconds is None else seconds * 1000
+            if measured is None:
+                note = "no completed sessions to measure"
         else:
             window = run_window_s(run, scope_mask)
             ok_mask = scope_mask & ok_all
@@ -390,10 +372,12 @@ def goodput(run: RunData, spec: SloSpec, mask: np.ndarray) -> float:
     df = run.requests
     good = mask & df["ok"].fillna(False).astype(bool).to_numpy()
     for t in spec.targets:
-        if t.metric not in ("ttft_ms", "e2e_ms", "tpot_ms"):
+        if t.metric not in ("ttft_ms", "e2e_ms", "tpot_ms", "tool_call_ms"):
             continue
         col = LATENCY_METRICS[t.metric]
         values = np.multiply(df[col].to_numpy(dtype=float, na_value=np.nan), 1000)
         applies = np.ones(len(df), dtype=bool) if t.scope in ("*", "run") else (df["workload"] == t.scope).to_numpy()
+        if t.metric == "tool_call_ms":
+            applies = applies & ~np.isnan(values)  # a step that answered without a tool call has none to be late
         good &= ~applies | (values <= t.threshold)
     return float(good.sum())

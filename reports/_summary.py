@@ -16,21 +16,13 @@ import pandas as pd
 
 from workloads.rundir import ItlHistogram
 
+from ._agent import has_agent_records, sessions, tool_call_counts, tool_call_latencies
+from ._cache import chosen_rate, records_cache, server_cache
+from ._columns import dropped_nan, masked_sum, selected, workloads_in
 from ._fidelity import UNTRUSTED, Fidelity, evaluate_fidelity
 from ._figures import accounting, achieved_concurrency, length_figures
 from ._rundir import RunData
-from ._slo import (
-    SloResult,
-    SloSpec,
-    dropped_nan,
-    goodput,
-    gpu_count,
-    judged_mask,
-    masked_sum,
-    run_window_s,
-    selected,
-    workloads_in,
-)
+from ._slo import SloResult, SloSpec, goodput, gpu_count, judged_mask, run_window_s
 from ._slo import gpu_cost_per_hour as run_gpu_cost
 from ._targets import compare_targets, evaluate_each_target, target_labels, target_mask
 
@@ -143,8 +135,9 @@ def _histogram_block(hist: ItlHistogram, name: str) -> dict[str, float | None]:
 
 
 def _block(run: RunData, spec: SloSpec, mask: np.ndarray, gpus: int, price: float | None = None,
-           scope: np.ndarray | None = None) -> dict[str, Any]:  # fmt: skip
-    """One scope's figures: ``mask`` its judged rows, ``scope`` all its rows (None: the whole run)."""
+           scope: np.ndarray | None = None, agent: bool = False) -> dict[str, Any]:  # fmt: skip
+    """One scope's figures: ``mask`` its judged rows, ``scope`` all its rows (None: the whole run);
+    ``agent``: with the sessions' and tool calls' figures (the run has agent records)."""
     df = run.requests
     ok = mask & df["ok"].fillna(False).astype(bool).to_numpy()
     window = run_window_s(run, mask)
@@ -183,6 +176,24 @@ def _block(run: RunData, spec: SloSpec, mask: np.ndarray, gpus: int, price: floa
     for name, col in _METRICS:
         values = run.itl_values(ok) if col == "itl" else selected(df, col, ok)
         block.update(_metric_block(values, name))
+    block.update(records_cache(run, ok))
+    block["prefix_cache_hit_rate"], block["prefix_cache_hit_rate_source"] = chosen_rate(block)
+    if agent:
+        found = sessions(run, mask, scope)
+        block.update(found.counts())
+        block.update(_metric_block(found.latency_s, "session"))
+        block.update(_metric_block(found.waiting_s, "session_wait"))
+        block.update(tool_call_counts(run, ok))
+        for name, values in tool_call_latencies(run, ok).items():
+            block.update(_metric_block(values, name))
+    return block
+
+
+def _with_server(block: dict[str, Any], run: RunData, target: str | None = None) -> dict[str, Any]:
+    """``block`` with the /metrics prefix-cache figures of the run (``target``: of that A/B target's server),
+    and ``prefix_cache_hit_rate`` chosen again: the records' when they report it, else the server's."""
+    block.update(server_cache(run, target))
+    block["prefix_cache_hit_rate"], block["prefix_cache_hit_rate_source"] = chosen_rate(block)
     return block
 
 
@@ -213,10 +224,12 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
     mask = judged_mask(run, spec)
     gpus = gpu_count(run, spec)
     price = run_gpu_cost(run, spec) if gpu_cost_per_hour is None else (gpu_cost_per_hour or None)
-    overall = _block(run, spec, mask, gpus, price)  # cost: the run's, not a workload's
+    agent = has_agent_records(run)
+    overall = _with_server(_block(run, spec, mask, gpus, price, agent=agent), run)  # cost: the run's, not a workload's
     # Every workload with a record, judged or not: the rows' records add up to the run's.
     every = np.ones(len(df), dtype=bool)
-    per_workload = {str(w): _block(run, spec, mask & _is(df, "workload", w), gpus, scope=_is(df, "workload", w))
+    per_workload = {str(w): _block(run, spec, mask & _is(df, "workload", w), gpus, scope=_is(df, "workload", w),
+                                   agent=agent)
                     for w in workloads_in(df, every)}  # fmt: skip
     failed = mask & ~df["ok"].fillna(False).astype(bool).to_numpy() if len(df) else mask
     errors = {str(k): int(v) for k, v in
@@ -232,13 +245,14 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
     # A/B: each target judged on its own records; the run fails if any breaks an SLO
     results = evaluate_each_target(run, spec, labels)
     if labels:
-        blocks = {label: _block(run, spec, mask & target_mask(run, label), gpus, price, target_mask(run, label))
+        blocks = {label: _with_server(_block(run, spec, mask & target_mask(run, label), gpus, price,
+                                             target_mask(run, label), agent), run, label)
                   for label in labels}  # fmt: skip
         ab = compare_targets(run, blocks, results)
         for label, block in ab["targets"].items():  # per target and workload: A/B tables are never pooled
             within = target_mask(run, label)
             block["workloads"] = {w: _block(run, spec, mask & within & _is(df, "workload", w), gpus,
-                                            scope=within & _is(df, "workload", w))
+                                            scope=within & _is(df, "workload", w), agent=agent)
                                   for w in workloads_in(df, within)}  # fmt: skip
     fidelity = evaluate_fidelity(df, run.load, mask)
     if labels and ab is not None:
@@ -274,6 +288,8 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
             f"{r.threshold:g}"
             for r in broken[:5]
         )
+    if verdict in ("failed", "run_failed"):
+        reason += _why_tools_refused(df)
     incomplete = incompleteness(run, live)
     untrusted = fidelity.reason.removeprefix(UNTRUSTED)
     if incomplete and verdict != "run_failed":
@@ -313,6 +329,27 @@ def _why_none_succeeded(df: pd.DataFrame) -> str:
     status = int(top.iloc[0])
     share = "every request was" if (codes == status).sum() == len(df) else "nearly every request was"
     return f": {share} refused with {_REFUSALS[status]}" if status in _REFUSALS else ""
+
+
+#: what vLLM answers (HTTP 400) to tools it was not started to call
+_NO_TOOL_CALLING = ("--enable-auto-tool-choice", "--tool-call-parser", "tool_choice")
+
+
+def _why_tools_refused(df: pd.DataFrame) -> str:
+    """``" — N requests offering tools were refused ..."`` when the server refused tool calling (a vLLM
+    started without ``--enable-auto-tool-choice --tool-call-parser``): agent traffic cannot run there."""
+    if "error_detail" not in df or "status_code" not in df:
+        return ""
+    detail = df["error_detail"].astype("string").fillna("")
+    refused = (df["status_code"] == 400) & detail.str.contains("|".join(_NO_TOOL_CALLING), regex=True)
+    n = int(refused.sum())
+    if not n:
+        return ""
+    names = ", ".join(sorted({str(w) for w in df.loc[refused, "workload"]}))
+    return (
+        f" — {n} {names} requests were refused because the server does not call tools (HTTP 400): start "
+        "vLLM with --enable-auto-tool-choice --tool-call-parser NAME, or leave them out (--weights agent=0)"
+    )
 
 
 def _fmt(x: float | None) -> str:

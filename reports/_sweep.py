@@ -30,9 +30,10 @@ from workloads.rundir import (
     sweep_knee,
 )
 
+from ._columns import dropped_nan, selected, workloads_in
 from ._plots import figure_png
 from ._rundir import RunData, run_from_records
-from ._slo import SloSpec, dropped_nan, goodput, per_request_spec, selected, workloads_in
+from ._slo import SloSpec, goodput, per_request_spec
 from ._sweep_plots import sweep_figures
 from ._targets import evaluate_each_target
 

@@ -30,6 +30,9 @@ COMPARED = (
     ("request_goodput", "Goodput req/s", False),
     ("error_rate", "Error rate", True),
     ("cost_per_1m_output_tokens", "Cost per 1M output tokens", True),
+    ("p95_tool_call_ms", "Complete tool call p95 ms", True),
+    ("p95_session_ms", "Session p95 ms", True),
+    ("prefix_cache_hit_rate", "Prefix-cache hit rate", False),
 )
 
 

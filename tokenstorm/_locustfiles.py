@@ -11,9 +11,12 @@ import difflib
 import os
 from pathlib import Path
 
-__all__ = ["UnknownLocustfile", "bundled", "bundled_dir", "describe", "resolve", "shadowed"]
+__all__ = ["ALIASES", "UnknownLocustfile", "bundled", "bundled_dir", "describe", "resolve", "shadowed"]
 
 _HERE = Path(__file__).resolve().parent
+#: names that run a bundled locustfile of another name: Locust imports a locustfile as a module named by
+#: its file, so ``trace.py`` would replace the standard library's ``trace`` for the whole run
+ALIASES = {"trace": "trace_replay"}
 
 
 class UnknownLocustfile(ValueError):
@@ -47,6 +50,8 @@ def _one(name: str, files: dict[str, Path]) -> str:
     if "://" in name:
         return name  # Locust downloads a locustfile given by URL
     stem = name.removesuffix(".py")
+    if not _is_path(name) and ALIASES.get(stem) in files and stem not in files:
+        stem = ALIASES[stem]
     if not _is_path(name) and stem in files:
         return str(files[stem])
     if Path(name).exists():

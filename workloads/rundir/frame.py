@@ -1,8 +1,8 @@
 """Request records as a table for reports, in memory bounded by the run's request count alone.
 
 :func:`read_requests_frame` gives one pandas row per request with the scalar columns a report
-reads (strings as categoricals, the HTTP status as float32: ~65 bytes a request, so 20 million
-requests fit in ~1.3 GB) and an :class:`ItlSource` for the inter-token gaps, which are never
+reads (strings as categoricals, a session id as a 63-bit key, the HTTP status as float32: ~135 bytes a
+request, so 20 million requests fit in ~2.7 GB) and an :class:`ItlSource` for the inter-token gaps, which are never
 all in memory at once: a report asks for the ITL distribution of a set of requests and gets an
 :class:`ItlHistogram`, built by streaming the segments' gap column once.
 
@@ -14,6 +14,7 @@ exact.
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import tempfile
 import weakref
@@ -33,11 +34,12 @@ from .segments import ITL_COLUMN, SCHEMA, SEGMENTS_DIR, rows_to_batch, segment_b
 
 __all__ = ["FRAME_COLUMNS", "ItlHistogram", "ItlSource", "frame_from_rows", "read_requests_frame"]
 
-#: the scalar columns of a report's table (see RequestRecord for their meaning)
+#: the scalar columns of a report's table (see RequestRecord for their meaning; ``session_id`` as a key)
 FRAME_COLUMNS = ("workload", "model", "worker_id", "start_epoch_s", "ok", "status_code", "error_category",
                  "error_detail", "prompt_tokens", "output_tokens", "ttft_s", "e2e_s", "tpot_s", "warmup",
                  "send_lag_s", "timing_violation", "target", "token_events", "late_events", "ttft_late",
-                 "read_lag_max_s")  # fmt: skip
+                 "read_lag_max_s", "session_id", "session_end", "tool_calls", "ttft_tool_s", "tool_call_s",
+                 "tool_call_tokens", "cached_tokens")  # fmt: skip
 _EXACT_BELOW_US = 1 << 20
 _HIGH_RATIO = 1.0001
 _HIGH_BINS = int(np.ceil(np.log(2**31 / _EXACT_BELOW_US) / np.log(_HIGH_RATIO))) + 1
@@ -208,6 +210,10 @@ def _frame_and_source(batches: Callable[[list[str]], Iterator[pa.RecordBatch]]) 
                 if len(table) > np.iinfo(data[name].dtype).max:
                     data[name] = data[name].astype(np.int16 if len(table) <= np.iinfo(np.int16).max else np.int32)
                 data[name][row:end] = remap[pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False)]
+            elif name in _KEY_COLUMNS:
+                enc = pc.dictionary_encode(arr)
+                keys = np.array([_key(v) for v in enc.dictionary.to_pylist()] + [-1], dtype=np.int64)
+                data[name][row:end] = keys[pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False)]
             elif pa.types.is_boolean(arr.type):
                 data[name][row:end] = pc.fill_null(arr, False).to_numpy(zero_copy_only=False)
             else:  # numbers; null → NaN
@@ -231,9 +237,25 @@ def _frame_and_source(batches: Callable[[list[str]], Iterator[pa.RecordBatch]]) 
 
 _STRING_COLUMNS = frozenset({"workload", "model", "worker_id", "error_category", "error_detail", "timing_violation",
                              "target"})  # fmt: skip
+#: strings unique to a few requests each (a session's id): a 63-bit key per row (-1: none or empty), not a
+#: categorical whose millions of categories would cost ~100 bytes each as Python strings
+_KEY_COLUMNS = frozenset({"session_id"})
+
+
+def _key(value: str | None) -> int:
+    """A stable 63-bit key of ``value`` (-1 for none): equal strings, equal keys; a collision ~2**-63."""
+    if not value:
+        return -1
+    return int.from_bytes(hashlib.blake2b(value.encode(), digest_size=8).digest(), "little") >> 1
+
+
 #: HTTP status: exact in float32, never summed; open-loop send lag: float32 (a µs in an hour);
-#: token counts and latencies stay float64, so that sums and percentiles are exact
-_DTYPES = {"ok": np.bool_, "warmup": np.bool_, "status_code": np.float32, "send_lag_s": np.float32}
+#: token counts and latencies stay float64, so that sums and percentiles are exact; a request's tool calls,
+#: argument and cached tokens: whole numbers below 2**24, exact in float32, summed as float64 by the reports
+#: (NaN: not reported, or an older record without them)
+_DTYPES = {"ok": np.bool_, "warmup": np.bool_, "status_code": np.float32, "send_lag_s": np.float32,
+           "session_end": np.bool_, "tool_calls": np.float32, "tool_call_tokens": np.float32,
+           "cached_tokens": np.float32, "session_id": np.int64}  # fmt: skip
 
 
 def read_requests_frame(run_dir: Path | str) -> tuple[pd.DataFrame, ItlSource]:

@@ -1,7 +1,7 @@
 """Traffic models — what simulated users send — and what they are made of. No Locust here.
 
 * :mod:`.base` — the :class:`TrafficModel` protocol and :class:`WorkloadSettings`.
-* :mod:`.models` — one module per traffic model (contract, code, chat), found automatically.
+* :mod:`.models` — one module per traffic model (contract, code, chat, agent), found automatically.
 * :mod:`.settings` — settings from options and workload files, validated (``FILE:LINE: reason``).
 * :mod:`.lengths`, :mod:`.tokens`, :mod:`.datasets` — length distributions, token counting, datasets.
 """

@@ -2,24 +2,26 @@
 
 A traffic model is a class with a ``name`` (its stats rows, SLO scope and Locust tag), its
 ``defaults`` (weight, lengths, its own settings), the ``settings`` keys a workload file may set
-for it, its command-line ``options``, and :meth:`TrafficModel.session`: a generator of the
-requests of one user session. Adding a traffic model means adding one module to
-:mod:`workloads.traffic.models` (see that package's docstring).
+for it, settings of its own that no other model has (``own_settings``, kept in
+``WorkloadSettings.extra``), its command-line ``options``, and :meth:`TrafficModel.session`: a
+generator of the requests of one user session, sent each answer (text and tool calls) in turn.
+Adding a traffic model means adding one module to :mod:`workloads.traffic.models` (see that
+package's docstring).
 """
 
 from __future__ import annotations
 
 import random
 from abc import ABC, abstractmethod
-from collections.abc import Generator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
-from ..client.client import CompletionRequest
+from ..client.client import Answer, CompletionRequest
 from .lengths import LengthDist
 from .tokens import TokenCounter
 
-__all__ = ["Option", "Session", "TrafficModel", "WorkloadSettings"]
+__all__ = ["Option", "OwnSetting", "Session", "TrafficModel", "WorkloadSettings"]
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,18 @@ class WorkloadSettings:
     thinking: str = ""  # chat: "", "on" or "off" (chat_template_kwargs.enable_thinking)
     dataset: str | None = None  # chat
     wait_s: tuple[float, float] = (1.0, 3.0)  # between a user's sessions (--wait-time overrides)
+    #: one model's own settings (``TrafficModel.own_settings``), by name
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class OwnSetting:
+    """A setting only one traffic model has, kept in ``WorkloadSettings.extra[name]``: set from its option
+    (a string) or a workload file (YAML: a string, number, list or mapping) through ``parse``, which raises
+    :class:`ValueError` with the reason (the caller adds the file and line, or the option)."""
+
+    name: str
+    parse: Callable[[Any], Any]
 
 
 @dataclass(frozen=True)
@@ -57,8 +70,9 @@ class Option:
         return (f"{model}_{self.flag}" if self.prefixed else self.flag).replace("-", "_")
 
 
-#: A session yields requests; the user sends back each answer's text (``None`` ends it early).
-Session = Generator[CompletionRequest, "str | None", None]
+#: A session yields requests; the user sends back each answer (its text and tool calls; ``None``: the
+#: request failed, which ends the session).
+Session = Generator[CompletionRequest, "Answer | None", None]
 
 
 class TrafficModel(ABC):
@@ -69,6 +83,9 @@ class TrafficModel(ABC):
     defaults: ClassVar[WorkloadSettings]
     #: WorkloadSettings fields a workload file may set for this model (besides ``weight``)
     settings: ClassVar[frozenset[str]]
+    #: settings of this model alone (in ``extra``; a workload file may set them too), their defaults in
+    #: ``defaults.extra``
+    own_settings: ClassVar[tuple[OwnSetting, ...]] = ()
     options: ClassVar[tuple[Option, ...]] = ()
 
     def __init__(self, settings: WorkloadSettings, counter: TokenCounter, seed: int = 0) -> None:
@@ -83,3 +100,17 @@ class TrafficModel(ABC):
     def next(self, rng: random.Random) -> CompletionRequest:
         """The first request of a new session (what an open-loop arrival sends)."""
         return next(self.session(rng))
+
+    @classmethod
+    def setting_names(cls) -> frozenset[str]:
+        """Every key a workload file may set for this model."""
+        return frozenset({"weight", *cls.settings, *(s.name for s in cls.own_settings)})
+
+    @classmethod
+    def with_setting(cls, settings: WorkloadSettings, name: str, value: Any) -> WorkloadSettings | None:
+        """``settings`` with this model's own setting ``name`` parsed from ``value``; ``None`` when ``name`` is
+        not one of its own (a :class:`WorkloadSettings` field). :class:`ValueError` for a bad value."""
+        own = next((s for s in cls.own_settings if s.name == name), None)
+        if own is None:
+            return None
+        return replace(settings, extra={**settings.extra, name: own.parse(value)})

@@ -7,10 +7,13 @@ A workload file (``--workload-file mix.yaml``) defines a mix without code::
                  shared_prefix: 0.8, languages: [zh]}
       code:     {weight: 3, endpoint: completions, output_tokens: "uniform:16-64"}
       chat:     {weight: 2, dataset: my_sharegpt.json, thinking: "on", turns: 4}
+      agent:    {weight: 1, profiles: [coding], tool_choice: required, steps: "uniform:4-12",
+                 tool_result_tokens: {read_file: "lognormal:3000,0.5"}}
 
 It is validated before any traffic; an error names the file, the line and the reason (a binary
 file: its first byte that is not UTF-8 text; a leading BOM is allowed). Each
-traffic model accepts only the settings it uses (``TrafficModel.settings``).
+traffic model accepts only the settings it uses (``TrafficModel.settings``) and its own
+(``TrafficModel.own_settings``, parsed by the model).
 """
 
 from __future__ import annotations
@@ -91,6 +94,12 @@ def _convert(name: str, value: Any) -> Any:
     raise ValueError(f"unknown setting {name!r}")
 
 
+def _set(workload: str, settings: WorkloadSettings, name: str, value: Any) -> WorkloadSettings:
+    """``settings`` with ``name`` set from ``value``: one of the model's own settings, else a shared field."""
+    own = MODELS[workload].with_setting(settings, name, value)
+    return own if own is not None else replace(settings, **{name: _convert(name, value)})
+
+
 def settings_from_options(opts: Any) -> dict[str, WorkloadSettings]:
     """Settings for every workload: defaults < options < weights option/env < workload file."""
     settings = default_settings()
@@ -101,7 +110,7 @@ def settings_from_options(opts: Any) -> dict[str, WorkloadSettings]:
             if value in (None, "", 0):
                 continue
             try:
-                settings[workload] = replace(settings[workload], **{option.setting: _convert(option.setting, value)})
+                settings[workload] = _set(workload, settings[workload], option.setting, value)
             except ValueError as exc:
                 raise WorkloadFileError(f"--{attr.replace('_', '-')}: {exc}") from None
     weights = getattr(opts, "weights", "") or os.environ.get("TOKENSTORM_WEIGHTS", "")
@@ -146,7 +155,7 @@ def apply_workload_file(path: Path, settings: dict[str, WorkloadSettings]) -> di
                                     f"(known: {', '.join(MODELS)})")  # fmt: skip
         if not isinstance(conf, yaml.MappingNode):
             raise WorkloadFileError(f"{path}:{conf.start_mark.line + 1}: {name}: expected key: value settings")
-        known = {"weight", *MODELS[name].settings}
+        known = MODELS[name].setting_names()
         for key_node, value_node in conf.value:
             key = {"think_time": "think_time_s", "wait": "wait_s"}.get(key_node.value, key_node.value)
             line = key_node.start_mark.line + 1
@@ -155,9 +164,13 @@ def apply_workload_file(path: Path, settings: dict[str, WorkloadSettings]) -> di
                                         f"(settings of {name}: {', '.join(sorted(known))})")  # fmt: skip
             value = yaml.safe_load(yaml.serialize(value_node))
             try:
-                converted = _convert(key, value)
+                own = MODELS[name].with_setting(out[name], key, value)
+                converted: Any = _convert(key, value) if own is None else None
             except ValueError as exc:
                 raise WorkloadFileError(f"{path}:{line}: {name}.{key_node.value}: {exc}") from None
+            if own is not None:
+                out[name] = own
+                continue
             if key == "dataset" and converted and not (path.parent / converted).exists() \
                     and not Path(converted).exists():  # fmt: skip
                 raise WorkloadFileError(f"{path}:{line}: {name}.dataset: no file {converted!r}")

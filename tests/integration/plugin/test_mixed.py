@@ -1,4 +1,4 @@
-"""mixed.py: all three traffic models in one run, each with its own stats rows and records."""
+"""mixed.py: every traffic model in one run, each with its own stats rows and records."""
 
 from __future__ import annotations
 
@@ -7,18 +7,18 @@ from pathlib import Path
 import pytest
 
 
-def test_mixed_run_has_all_three_workloads(locust_runner) -> None:  # type: ignore[no-untyped-def]
+def test_mixed_run_has_every_workload(locust_runner) -> None:  # type: ignore[no-untyped-def]
     run = locust_runner("mixed.py", "-u", "30", "-r", "10", "-t", "20s", "--chat-think-time", "0.2-1",
                         "--chat-thinking", "on", "--emulator-args", "--ttft-ms 100 --itl-ms 4")  # fmt: skip
     assert run.returncode == 0, run.output[-3000:]
     records = [r for r in run.records() if r["error_category"] != "cancelled"]
-    by_workload = {w: [r for r in records if r["workload"] == w] for w in ("contract", "code", "chat")}
+    by_workload = {w: [r for r in records if r["workload"] == w] for w in ("contract", "code", "chat", "agent")}
     assert all(by_workload.values()), {w: len(v) for w, v in by_workload.items()}
     stats = run.locust_stats()
     for w, recs in by_workload.items():
         assert stats[("E2E", w)]["requests"] == len(recs)
         assert ("TTFT", w) in stats
-    # Default weights contract=1, code=3, chat=2 over 30 users: 5, 15 and 10 users.
+    # Default weights contract=1, code=3, chat=2, agent=1 over 30 users: about 4, 13, 9 and 4 users.
     assert len(by_workload["code"]) > len(by_workload["contract"])
     # Requested (estimated) and server-reported prompt tokens are kept side by side.
     contract = by_workload["contract"]
@@ -28,6 +28,10 @@ def test_mixed_run_has_all_three_workloads(locust_runner) -> None:  # type: igno
     assert {r["endpoint"] for r in by_workload["code"]} == {"/v1/completions", "/v1/chat/completions"}
     chat = by_workload["chat"]
     assert all(r["reasoning_events"] > 0 and r["ttft_answer_s"] > r["ttft_s"] for r in chat)
+    # Agent steps are steps of sessions; most of them (tool_choice auto) call a tool.
+    agent = by_workload["agent"]
+    assert all(r["session_id"] and r["step"] is not None for r in agent)
+    assert sum(r["tool_calls"] > 0 for r in agent) > len(agent) / 2, [r["tool_calls"] for r in agent]
 
 
 def test_invalid_workload_file_is_rejected_before_traffic(locust_runner, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -47,8 +51,9 @@ def test_invalid_workload_file_is_rejected_before_traffic(locust_runner, tmp_pat
         ("mixed.py", ["--wait-time", "abc"], "tokenstorm: --wait-time 'abc': expected SECONDS or LO-HI"),
         ("code_completion.py,locustfiles/shape_steps.py", ["--steps", "8x"],
          "tokenstorm: --steps '8x': expected USERSxSECONDS"),
-        ("mixed.py", ["--weights", "contract=0,code=0,chat=0"], "tokenstorm: every workload's weight is 0"),
-        ("open_loop.py", ["--weights", "contract=0,code=0,chat=0"], "tokenstorm: every workload's weight is 0"),
+        ("mixed.py", ["--weights", "contract=0,code=0,chat=0,agent=0"], "tokenstorm: every workload's weight is 0"),
+        ("open_loop.py", ["--weights", "contract=0,code=0,chat=0,agent=0"],
+         "tokenstorm: every workload's weight is 0"),
     ],
 )  # fmt: skip
 def test_a_bad_option_stops_the_run_before_traffic_with_one_line(

@@ -78,7 +78,8 @@ def test_report_renders_in_headless_chromium_with_every_section(locust_runner, t
     seen = open_in_chromium(run.run_dir / "report.html", tmp_path / "report.png")
     assert seen["problems"] == [] and seen["dialogs"] == []
     assert all(seen["sections"].values()), seen["sections"]
-    assert len(seen["images"]) == 2 and all(w > 300 for w in seen["images"])
+    # The run's figures and the sessions' (chat sessions end on their last turn: steps, session latency).
+    assert len(seen["images"]) == 4 and all(w > 300 for w in seen["images"])
     assert "SLOs held" in seen["verdict"]
     assert "http_5xx" in seen["errors"]
     assert (tmp_path / "report.png").stat().st_size > 20_000

@@ -25,8 +25,8 @@ class CapacitySearchShape:
     pass
 
 
-def user(workload: str | None = None, open_loop: bool = False) -> type:
-    return type("U", (), {"workload": workload, "open_loop": open_loop})
+def user(workload: str | None = None, open_loop: bool = False, trace_replay: bool = False) -> type:
+    return type("U", (), {"workload": workload, "open_loop": open_loop, "trace_replay": trace_replay})
 
 
 def env(users: list[type], shape: Any = None) -> Any:
@@ -74,6 +74,14 @@ def test_open_loop_gets_arrivals_and_every_workload_but_no_wait_time_and_a_singl
     assert "wait_time" not in trimmed
     chat = set(trim_extra_options(env([user("chat")]), extra()))
     assert "chat_turns" in chat and "dataset" in chat and not {"code_endpoint", "contract_languages"} & chat
+
+
+def test_a_trace_replay_gets_its_trace_fields_and_no_arrivals_or_wait_and_nobody_else_gets_them() -> None:
+    fields = {"trace", "trace_speed", "trace_block_size"}
+    trimmed = set(trim_extra_options(env([user("trace", trace_replay=True)]), extra()))
+    assert fields <= trimmed and not {"arrival_rate", "wait_time", "chat_turns"} & trimmed
+    for users in (MIXED, [user(open_loop=True)]):
+        assert not fields & set(trim_extra_options(env(users), extra()))
 
 
 def test_the_layout_holds_every_offered_field_once_with_its_full_help_under_its_topic() -> None:

@@ -46,3 +46,21 @@ def test_a_run_every_request_of_which_got_401_names_the_key_to_check(tmp_path: P
     assert summary.verdict == "run_failed" and "HTTP 401" in summary.reason and "--api-key" in summary.reason
     mixed = [*refused[:10], *(request(i, 0, ok=False) for i in range(10, 20))]  # half 401, half 500: no one cause
     assert build_report(make_run_dir(tmp_path / "mixed", mixed), None).summary.reason == "no request succeeded"
+
+
+def test_agent_requests_a_server_without_tool_calling_refused_are_named_with_the_flags_to_start_it(
+    tmp_path: Path,
+) -> None:
+    # vLLM 0.32's answer to tool_choice "auto" when started without a tool-call parser.
+    detail = ('HTTP 400: {"error":{"message":"\\"auto\\" tool choice requires --enable-auto-tool-choice and '
+              '--tool-call-parser to be set","type":"BadRequestError","param":null,"code":400}}')  # fmt: skip
+    refused = [request(i, 0, workload="agent", ok=False, error_category="http_4xx", status_code=400,
+                       error_detail=detail) for i in range(10)]  # fmt: skip
+    runs = [request(i, 100) for i in range(10, 60)]
+    summary = build_report(make_run_dir(tmp_path / "tools", [*runs, *refused]), None).summary
+    assert summary.verdict in ("failed", "run_failed")
+    assert "10 agent requests were refused because the server does not call tools" in summary.reason
+    assert "--enable-auto-tool-choice --tool-call-parser" in summary.reason
+    other = [request(i, 0, ok=False, error_category="http_4xx", status_code=400, error_detail="HTTP 400: too long")
+             for i in range(10)]  # fmt: skip
+    assert "tools" not in build_report(make_run_dir(tmp_path / "other", [*runs, *other]), None).summary.reason

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from workloads.client import Answer
 from workloads.traffic.datasets import DatasetError, load_dataset
 from workloads.traffic.lengths import LengthDist
 from workloads.traffic.models.chat import Chat
@@ -84,15 +85,15 @@ def test_chat_sessions_grow_history_and_thinking_switch() -> None:
     s = replace(settings_from_options(opts())["chat"], thinking="on", turns=4)
     session = Chat(s, TokenCounter()).session(random.Random(1))
     r1 = next(session)
-    r2 = session.send("answer one")
+    r2 = session.send(Answer("answer one"))
     assert [m["role"] for m in r2.messages] == ["system", "user", "assistant", "user"]
     assert r2.messages[2]["content"] == "answer one"
     assert r2.requested_prompt_tokens > r1.requested_prompt_tokens
     assert r1.extra_body == {"chat_template_kwargs": {"enable_thinking": True}}
     assert r1.collect_text
-    assert len([session.send("a"), session.send("b")]) == 2  # four turns in all
+    assert len([session.send(Answer("a")), session.send(Answer("b"))]) == 2  # four turns in all
     with pytest.raises(StopIteration):
-        session.send("c")
+        session.send(Answer("c"))
     with pytest.raises(StopIteration):  # a failed turn ends the session
         fresh = Chat(s, TokenCounter()).session(random.Random(2))
         next(fresh)
@@ -225,7 +226,7 @@ def test_sharegpt_output_lengths_follow_the_recorded_answers(tmp_path: Path) -> 
     model = Chat(replace(settings_from_options(opts(dataset=str(data)))["chat"], turns=3), counter)
     session = model.session(random.Random(0))
     asked = [next(session).max_tokens]
-    asked += [session.send("an answer").max_tokens for _ in range(2)]
+    asked += [session.send(Answer("an answer")).max_tokens for _ in range(2)]
     assert asked == [counter.count(a) for a in answers] and len(set(asked)) == 3
     # A JSONL conversation's assistant messages count the same way; "max_tokens" still wins.
     jl = tmp_path / "c.jsonl"

@@ -137,6 +137,11 @@ SHAPES = Topic("Load shapes", (
     Flag("--sweep-level-time", "Sweep: seconds per level (second half judged)", 30.0, float),
     Flag("--sweep-count", "Sweep: levels of an automatic sweep, probes included", 8, int),
     Flag("--sweep-max-users", "Sweep: users of the saturating probe", 256, int),
+    Flag("--trace", "Trace replay (trace_replay.py): a Mooncake JSONL trace — timestamp (ms), input_length, "
+         "output_length, hash_ids per line; each request sent at its recorded offset (distributed: worker i of n "
+         "takes rows i, i+n, ...)"),
+    Flag("--trace-speed", "Trace replay: time compression, e.g. 2 sends the trace in half its time", 1.0, float),
+    Flag("--trace-block-size", "Trace replay: tokens per hash id block (Mooncake's traces: 512)", 512, int),
 ))  # fmt: skip
 
 VERDICT = Topic("SLOs & verdict", (

@@ -49,6 +49,11 @@ def start_monitor(environment: Environment, ctx: RunContext, run_dir: Path) -> N
         # stall the event loop that reads the streams (measured in monitors/_process.py).
         ctx.monitor = MonitorProcess(run_dir, target_url=None, targets=scrape, gpu_monitor=opts.gpu_monitor or None,
                                      interval_s=interval, authorization=_scrape_auth(ctx, scrape))  # fmt: skip
+        # Its first samples before the first request (this runs before users spawn): counters on /metrics
+        # then rise from a baseline that none of the run's traffic is in.
+        if not ctx.monitor.wait_ready():
+            log.warning("tokenstorm: the monitor took no first sample within 15 s; /metrics counters of the "
+                        "run's first seconds may be missed")  # fmt: skip
     writer = LoadWriter(run_dir)
     # A master reads no streams: its lines carry the workers' figures, shipped with their reports.
     probe = None if locust_compat.is_master(environment.runner) else ClockProbe()

@@ -167,6 +167,10 @@ class RunOptions:
     sweep_level_time_s: float = 30.0
     sweep_count: int = 8
     sweep_max_users: int = 256
+    #: trace replay: the Mooncake JSONL file (empty: none), its time compression, tokens per hash-id block
+    trace: str = ""
+    trace_speed: float = 1.0
+    trace_block_size: int = 512
     emulator_args: str = ""
     #: A/B targets as (label, url); empty: the one --host
     targets: tuple[tuple[str, str], ...] = ()
@@ -229,6 +233,9 @@ class RunOptions:
             sweep_level_time_s=_number("--sweep-level-time", get("sweep_level_time", 30.0), minimum=0, strict=True),
             sweep_count=_number("--sweep-count", get("sweep_count", 8), minimum=2, cast=int),
             sweep_max_users=_number("--sweep-max-users", get("sweep_max_users", 256), minimum=2, cast=int),
+            trace=str(get("trace", "") or ""),
+            trace_speed=_number("--trace-speed", get("trace_speed", 1.0), minimum=0, strict=True),
+            trace_block_size=_number("--trace-block-size", get("trace_block_size", 512), minimum=1, cast=int),
             emulator_args=str(get("emulator_args", "") or ""),
             targets=resolve_targets(str(get("targets", "") or ""), str(get("workload_file", "") or "")),
             headless=bool(get("headless", False)),

@@ -7,9 +7,10 @@ counts per (metric, workload): a record's ITL gaps are added with one ``searchso
 instead of one ``observe()`` per gap (hundreds per request), so the exporter costs the event loop
 that reads the streams microseconds per request.
 
-Series (names in ``workloads/rundir/series.py``), per ``workload``: TTFT, ITL, TPOT, E2E and
-send-lag histograms (successful requests), output tokens and requests by outcome and category;
-and users, each load generator's CPU.
+Series (names in ``workloads/rundir/series.py``), per ``workload``: TTFT, ITL, TPOT, E2E, send-lag,
+time-to-first-tool-call and complete-tool-call histograms (successful requests), output tokens, requests by
+outcome and category, prompt tokens by prefix cache (hit, miss, unreported: the records' hit rate is
+hit / (hit + miss)), tool calls and their argument tokens; and users, each load generator's CPU.
 """
 
 from __future__ import annotations
@@ -23,7 +24,16 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ...rundir.series import CLIENT_CPU, HISTOGRAMS, OUTPUT_TOKENS, REQUESTS, USERS
+from ...rundir.series import (
+    CLIENT_CPU,
+    HISTOGRAMS,
+    OUTPUT_TOKENS,
+    PROMPT_TOKENS,
+    REQUESTS,
+    TOOL_CALL_TOKENS,
+    TOOL_CALLS,
+    USERS,
+)
 
 __all__ = ["FIELDS", "HISTOGRAMS", "LATENCY_BUCKETS_S", "ClientMetrics", "serve"]
 
@@ -33,7 +43,8 @@ LATENCY_BUCKETS_S = (0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0
                      2560.0)  # fmt: skip
 _BOUNDS = np.array(LATENCY_BUCKETS_S)
 #: the record fields the exporter reads
-FIELDS = ("workload", "ok", "error_category", "warmup", "output_tokens", *(field for field, _ in HISTOGRAMS.values()))
+FIELDS = ("workload", "ok", "error_category", "warmup", "output_tokens", "prompt_tokens", "cached_tokens",
+          "tool_calls", "tool_call_tokens", *(field for field, _ in HISTOGRAMS.values()))  # fmt: skip
 
 
 class _Hist:
@@ -59,6 +70,9 @@ class ClientMetrics(Collector):
         self._hists: dict[tuple[str, str], _Hist] = {}
         self._tokens: dict[str, float] = {}
         self._requests: dict[tuple[str, str, str], float] = {}
+        self._prompt: dict[tuple[str, str], float] = {}  # (workload, cache: hit, miss, unreported)
+        self._tool_calls: dict[str, float] = {}
+        self._tool_tokens: dict[str, float] = {}
         self._users = users
         self._cpu = cpu
 
@@ -76,6 +90,11 @@ class ClientMetrics(Collector):
             if outcome != "ok":
                 return
             self._tokens[workload] = self._tokens.get(workload, 0.0) + float(record.get("output_tokens") or 0)
+            self._count_prompt(workload, record)
+            if record.get("tool_calls"):
+                self._tool_calls[workload] = self._tool_calls.get(workload, 0.0) + float(record["tool_calls"])
+                tokens = float(record.get("tool_call_tokens") or 0)
+                self._tool_tokens[workload] = self._tool_tokens.get(workload, 0.0) + tokens
             for name, (field, _help) in HISTOGRAMS.items():
                 value = record.get(field)
                 if value is None or (isinstance(value, list) and not value):
@@ -85,11 +104,22 @@ class ClientMetrics(Collector):
                     hist = self._hists[(name, workload)] = _Hist()
                 hist.add(value if isinstance(value, list) else [value])
 
+    def _count_prompt(self, workload: str, record: dict[str, Any]) -> None:
+        """A successful request's prompt tokens, split by what the server found in its prefix cache."""
+        prompt = float(record.get("prompt_tokens") or 0)
+        cached = record.get("cached_tokens")
+        parts = {"unreported": prompt} if cached is None else {"hit": min(float(cached), prompt),
+                                                               "miss": max(0.0, prompt - float(cached))}  # fmt: skip
+        for cache, n in parts.items():
+            self._prompt[(workload, cache)] = self._prompt.get((workload, cache), 0.0) + n
+
     def collect(self) -> Iterator[Metric]:
         with self._lock:
             hists = {k: (h.counts.copy(), h.total) for k, h in self._hists.items()}
             tokens = dict(self._tokens)
             requests = dict(self._requests)
+            prompt = dict(self._prompt)
+            tool_calls, tool_tokens = dict(self._tool_calls), dict(self._tool_tokens)
         for name, (_field, help_text) in HISTOGRAMS.items():
             family = HistogramMetricFamily(name, help_text, labels=["workload"])
             for (metric, workload), (counts, total) in sorted(hists.items()):
@@ -110,6 +140,20 @@ class ClientMetrics(Collector):
         for (workload, outcome, category), n in sorted(requests.items()):
             req.add_metric([workload, outcome, category], n)
         yield req
+        prompt_family = CounterMetricFamily(PROMPT_TOKENS, "Prompt tokens of successful requests, by prefix cache: "
+                                            "hit, miss, or unreported (no cached_tokens in the usage)",
+                                            labels=["workload", "cache"])  # fmt: skip
+        for (workload, cache), n in sorted(prompt.items()):
+            prompt_family.add_metric([workload, cache], n)
+        yield prompt_family
+        for name, help_text, per_workload in (
+            (TOOL_CALLS, "Tool calls streamed by successful requests", tool_calls),
+            (TOOL_CALL_TOKENS, "Argument tokens of those tool calls", tool_tokens),
+        ):
+            counter = CounterMetricFamily(name, help_text, labels=["workload"])
+            for workload, n in sorted(per_workload.items()):
+                counter.add_metric([workload], n)
+            yield counter
         if self._users is not None:
             yield GaugeMetricFamily(USERS, "Simulated users running now", value=float(self._users()))
         if self._cpu is not None:

@@ -4,7 +4,7 @@ Every request â€” closed-loop users here, open-loop arrivals in :mod:`.shapes` â
 :func:`send`: the run's options applied, the request sent by the measuring client, the record
 kept (:meth:`RunContext.emit`) and shown in Locust's live stats. Each traffic model of
 :data:`workloads.traffic.MODELS` gets a user class (``ContractUser``, ``CodeUser``,
-``ChatUser``, ... from :func:`user_class`) with its workload name, Locust tag, weight and wait.
+``ChatUser``, ``AgentUser``, ... from :func:`user_class`) with its workload name, Locust tag, weight and wait.
 Requests come from a per-user ``random.Random`` seeded by ``--seed``, the workload, the worker
 and the user's index: the same seed gives the same requests.
 """
@@ -30,7 +30,7 @@ from ..core import locust_compat
 from ..core.context import context
 from ..core.options import RunOptions
 
-__all__ = ["ChatUser", "CodeUser", "ContractUser", "Lane", "LlmRequestFailed", "LlmUser", "WorkloadUser",
+__all__ = ["AgentUser", "ChatUser", "CodeUser", "ContractUser", "Lane", "LlmRequestFailed", "LlmUser", "WorkloadUser",
            "apply_run_options", "resolve_model", "run_client", "run_targets", "send", "user_class",
            "user_classes"]  # fmt: skip
 
@@ -236,7 +236,9 @@ class WorkloadUser(LlmUser):
         self.lanes = [Lane(label, *self.connect(url, label), seed) for label, url in targets]
         self.llm, self.model = self.lanes[0].llm, self.lanes[0].model
         self.rng = self.lanes[0].rng
-        self._nonce = uuid.uuid4().hex[:12] if len(targets) > 1 else ""
+        # This user's sessions are f"{nonce}-{number}": unique in the run, and the same on every A/B twin.
+        self._nonce = uuid.uuid4().hex[:12]
+        self._twinned = len(targets) > 1
         self._twins = [gevent.spawn(self._run_twin, lane) for lane in self.lanes[1:]]
 
     def on_stop(self) -> None:
@@ -260,23 +262,26 @@ class WorkloadUser(LlmUser):
             gevent.sleep(self._wait(lane))
 
     def run_session(self, lane: Lane | None = None) -> None:
-        """One session of the traffic model: each request sent, each answer handed back to it."""
+        """One session of the traffic model: each request sent as a step of the session (its id and step
+        number on the record), each answer (text and tool calls) handed back to it."""
         lane = lane or self.lanes[0]
         lo, hi = self.settings.think_time_s
         rng, number = lane.next_session()
+        session_id = f"{self._nonce}-{number:x}"
         session = self.builder.session(rng)
         req = next(session, None)
-        for turn in itertools.count():
+        for step in itertools.count():
             if req is None:
                 return
-            if self._nonce:  # A/B: the twins' shared id of this session's turn
-                req.request_id = f"{self._nonce}-{number:x}-{turn}"
+            req.session_id, req.step = session_id, step
+            if self._twinned:  # A/B: the twins' shared id of this session's step
+                req.request_id = f"{session_id}-{step}"
             record = self.send_with(lane.llm, lane.model, req)
             try:
-                req = session.send(lane.llm.last_text if record.ok and lane.llm is not None else None)
+                req = session.send(lane.llm.last_answer if record.ok and lane.llm is not None else None)
             except StopIteration:
                 return
-            gevent.sleep(rng.uniform(lo, hi))  # the user reads, then types the next turn
+            gevent.sleep(rng.uniform(lo, hi))  # the user reads and types (or the agent's tool runs)
 
 
 def user_class(name: str) -> type[WorkloadUser]:
@@ -302,4 +307,5 @@ def user_classes() -> dict[str, type[WorkloadUser]]:
 ContractUser = user_class("contract")
 CodeUser = user_class("code")
 ChatUser = user_class("chat")
-_USER_CLASSES = {"contract": ContractUser, "code": CodeUser, "chat": ChatUser}
+AgentUser = user_class("agent")
+_USER_CLASSES = {"contract": ContractUser, "code": CodeUser, "chat": ChatUser, "agent": AgentUser}

@@ -42,6 +42,7 @@ _SHAPE_OF = {
     **{d: "SweepShape" for d in ("sweep_levels", "sweep_level_time", "sweep_count", "sweep_max_users")},
 }
 _OPEN_LOOP_ONLY = frozenset({"arrival_rate", "arrival"})
+_TRACE_ONLY = frozenset({"trace", "trace_speed", "trace_block_size"})
 
 
 def group_of(dest: str) -> str:
@@ -67,8 +68,11 @@ def relevant(dest: str, users: Iterable[Any], shapes: set[str]) -> bool:
         return _SHAPE_OF[dest] in shapes
     if dest in _OPEN_LOOP_ONLY:
         return open_loop
+    if dest in _TRACE_ONLY:
+        return any(getattr(u, "trace_replay", False) for u in users)
     if dest == "wait_time":  # the pause between a closed-loop user's sessions
-        return any(getattr(u, "workload", None) and not getattr(u, "open_loop", False) for u in users)
+        return any(getattr(u, "workload", None) and not getattr(u, "open_loop", False)
+                   and not getattr(u, "trace_replay", False) for u in users)  # fmt: skip
     if dest in _WORKLOAD_OF:  # an open-loop user draws every weighted workload
         return open_loop or any(getattr(u, "workload", None) == _WORKLOAD_OF[dest] for u in users)
     return True

@@ -66,12 +66,15 @@ class Chat(TrafficModel):
         """One conversation: a request per user turn; each answer joins the history."""
         conv = rng.choice(self.conversations)
         history = [{"role": "system", "content": SYSTEM_PROMPT}]
-        for i, turn in enumerate(self.turns(rng, conv)):
+        turns = self.turns(rng, conv)
+        for i, turn in enumerate(turns):
             history.append({"role": "user", "content": turn})
-            answer = yield self.request(rng, history, conv.max_tokens or self._recorded_length(conv, i))
+            req = self.request(rng, history, conv.max_tokens or self._recorded_length(conv, i))
+            req.final_step = i == len(turns) - 1  # the session's end: its latency is judged (session_ms)
+            answer = yield req
             if answer is None:
                 return  # the turn failed: a real user would start over
-            history.append({"role": "assistant", "content": answer})
+            history.append({"role": "assistant", "content": answer.text})
 
     def _recorded_length(self, conv: Conversation, turn: int) -> int | None:
         """Tokens of the answer the dataset recorded for ``turn`` (counted once per conversation)."""

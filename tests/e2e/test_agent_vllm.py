@@ -1,0 +1,89 @@
+"""Agent sessions against a real vLLM server started with tool calling (``--enable-auto-tool-choice
+--tool-call-parser hermes``) and ``--enable-prompt-tokens-details``, checked against the wire and vLLM's own
+``/metrics``: what each record says of its tool calls and its cached prompt tokens is what the server
+streamed (a loopback capture, parsed here without the client's parser); each follow-up step carries back the
+previous step's calls and a ``tool`` message per call with its id; the records' cached tokens add up to vLLM's
+``prefix_cache_hits`` delta, and the report's hit rate is the ``/metrics`` delta's.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.wire.capture import Capture, capture_unavailable
+
+from .conftest import scrape
+
+pytestmark = pytest.mark.e2e
+
+HITS, QUERIES = "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"
+RESULTS = "read_file=200,search_code=80,list_directory=60,edit_file=20,run_command=80"
+
+
+def test_agent_sessions_on_vllm_match_the_wire_and_its_prefix_cache(vllm_server: str, locust_runner: Any,
+                                                                    tmp_path: Path) -> None:  # fmt: skip
+    if why := capture_unavailable():
+        pytest.skip(why)
+    port = urlsplit(vllm_server).port
+    assert port is not None
+    before = scrape(vllm_server)
+    with Capture(port, tmp_path / "lo.pcap") as cap:
+        run = locust_runner(
+            "agent.py", "--host", vllm_server, "--model", "tiny", "--agent-tool-choice", "required",
+            "--agent-profiles", "coding", "--agent-steps", "3", "--agent-prompt-tokens", "700",
+            "--agent-tool-result-tokens", RESULTS, "--agent-output-tokens", "48", "--agent-tool-time", "0",
+            "--wait-time", "0", "-u", "3", "-r", "3", "-t", "20s", "--stop-timeout", "60",
+            "--monitor-interval", "0.5",
+        )  # fmt: skip
+        after = scrape(vllm_server)
+    # The default SLOs may break on a CPU server (1); a busy 2-core box may make the clock unreliable (5).
+    assert run.returncode in (0, 1, 5), run.output[-3000:]
+    records = [r for r in run.records() if r["workload"] == "agent"]
+    done = [r for r in records if r["ok"]]
+    assert len(done) >= 6 and len(done) == len(records), [r["error_detail"] for r in records if not r["ok"]]
+    wire = {ex.request_id: ex for ex in cap.exchanges() if ex.request_id}
+
+    # Each record's tool calls and cached tokens are what vLLM streamed to it.
+    for r in done:
+        ex = wire[r["request_id"]]
+        assert r["tool_calls"] == len(ex.tool_call_ids) >= 1, (r["tool_calls"], ex.tool_call_ids)
+        assert r["cached_tokens"] == ex.cached_tokens is not None
+        assert r["ttft_tool_s"] is not None and r["ttft_tool_s"] <= r["tool_call_s"] <= r["e2e_s"]
+    # A follow-up carries the previous step's calls back, then one tool message per call with its id.
+    sessions: dict[str, list[dict[str, Any]]] = {}
+    for r in done:
+        sessions.setdefault(r["session_id"], []).append(r)
+    follow_ups = 0
+    for steps in sessions.values():
+        steps.sort(key=lambda r: r["step"])
+        assert [r["step"] for r in steps] == list(range(len(steps)))
+        for prev, r in itertools.pairwise(steps):
+            messages = json.loads(wire[r["request_id"]].body)["messages"]
+            i = max(k for k, m in enumerate(messages) if m["role"] == "assistant")
+            ids = [c["id"] for c in messages[i]["tool_calls"]]
+            assert ids == wire[prev["request_id"]].tool_call_ids
+            assert [m.get("tool_call_id") for m in messages[i + 1 :]] == ids
+            assert all(m["role"] == "tool" and m["content"] for m in messages[i + 1 :])
+            follow_ups += 1
+    assert follow_ups >= 3
+    assert sum(r["session_end"] for r in done) >= 1  # the third step of a session is its last
+
+    # The prefix cache: every request's cached tokens add up to vLLM's hits (one block of slack per request).
+    block = run.run_json()["deployment"][""]["engine"]["cache_config"]["block_size"]
+    hits, queries = after[HITS] - before[HITS], after[QUERIES] - before[QUERIES]
+    cached = sum(r["cached_tokens"] for r in done)
+    assert abs(hits - cached) <= int(block) * len(done), (hits, cached)
+    assert cached > 0  # the coding profile's system prompt and tools are shared by every session
+    assert sum(r["prompt_tokens"] for r in done) == queries
+    summary = json.loads((run.run_dir / "summary.json").read_text())
+    # The report's two hit rates: from the records, and from the monitor's /metrics samples (its first one is
+    # taken before the first request, its last after the last one).
+    assert summary["prefix_cache_hit_rate_records"] == pytest.approx(cached / queries, abs=1e-9)
+    assert summary["prefix_cache_hit_rate_server"] == pytest.approx(hits / queries, abs=1e-9), summary
+    assert (summary["prefix_cache_hits"], summary["prefix_cache_queries"]) == (hits, queries)

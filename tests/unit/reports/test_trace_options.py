@@ -1,0 +1,34 @@
+"""A trace replay's report and comparison name the trace and its speed — not open-loop arrival rates
+(its records carry send lag, as open loop's do) — and other runs never show the trace options' defaults."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from reports._compare_tokenstorm import load_shape
+from reports._options import option_rows
+from workloads.rundir import RunMeta
+
+DEFAULTS = {"arrival": "poisson", "arrival_rate": 1.0, "trace": "", "trace_speed": 1.0, "trace_block_size": 512,
+            "num_users": 1, "locustfile": "locustfiles/open_loop.py"}  # fmt: skip
+
+
+def flags(options: dict, tmp_path: Path, open_loop: bool = True) -> dict[str, str]:
+    return dict(option_rows(RunMeta(options=options), tmp_path, open_loop=open_loop))
+
+
+def test_a_trace_run_shows_its_trace_options_and_no_arrival_rate(tmp_path: Path) -> None:
+    shown = flags({**DEFAULTS, "locustfile": "locustfiles/trace_replay.py", "trace": "t.jsonl",
+                   "trace_zero_epoch_s": 1.8e9}, tmp_path)  # fmt: skip
+    assert shown["--trace"] == "t.jsonl" and shown["--trace-speed"] == "1" and shown["--trace-block-size"] == "512"
+    assert "--arrival-rate" not in shown and "--arrival" not in shown and "--trace-zero-epoch-s" not in shown
+
+
+def test_other_runs_never_show_the_trace_defaults(tmp_path: Path) -> None:
+    shown = flags(DEFAULTS, tmp_path)
+    assert shown["--arrival-rate"] == "1" and not any(f.startswith("--trace") for f in shown)
+
+
+def test_a_comparison_names_the_trace_and_its_speed() -> None:
+    assert load_shape({"locustfile": "locustfiles/trace_replay.py", "trace": "/data/mooncake.jsonl",
+                       "trace_speed": 2.0}, 1) == "trace replay: mooncake.jsonl at 2x"  # fmt: skip
