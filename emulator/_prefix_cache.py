@@ -51,16 +51,21 @@ class PrefixCache:
         parent = 0
         hits = 0
         matching = True
+        chain = []
         for b in range(prompt_tokens // self.block_size):
             # Python's own hash of (parent, block): 64 bits, salted per process (the cache lives in one),
             # twice as fast as a cryptographic one — a 128k-token prompt is hashed in a few milliseconds.
             parent = hash((parent, text[b * step : (b + 1) * step]))
             if parent in blocks:  # after a block not found, none is (each hash holds the ones before it)
-                blocks.move_to_end(parent)
                 hits += 1 if matching else 0
             else:
                 matching = False
                 blocks[parent] = None
+            chain.append(parent)
+        # As vLLM frees a request's blocks: last block first, so a prompt's tail is evicted before its prefix
+        # (the prefix, shared by more requests, stays longest).
+        for h in reversed(chain):
+            blocks.move_to_end(h)
         while len(self._blocks) > self.capacity_blocks:
             self._blocks.popitem(last=False)
         return min(hits, (prompt_tokens - 1) // self.block_size) * self.block_size

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["chunks", "dropped_nan", "masked_sum", "selected", "workloads_in"]
+__all__ = ["chunks", "dropped_nan", "masked_sum", "measures", "selected", "workloads_in"]
 
 _CHUNK = 1 << 20
 
@@ -51,3 +51,19 @@ def dropped_nan(values: np.ndarray) -> np.ndarray:
     """``values`` without NaN — the same array when there is none (no copy of millions of rows)."""
     nan = np.isnan(values)
     return values[~nan] if nan.any() else values
+
+
+#: the column a workload needs a value in for "*" to judge it by this metric (tool calls, sessions)
+_ONLY_WHERE = {"tool_call_ms": "tool_call_s", "session_ms": "session_end"}
+
+
+def measures(df: Any, judged: np.ndarray, workload: str, metric: str) -> bool:
+    """Whether an SLO under ``"*"`` judges ``workload`` by ``metric``: every workload, except for
+    ``tool_call_ms`` and ``session_ms``, which apply where tool calls were made or sessions ended."""
+    col = _ONLY_WHERE.get(metric)
+    if col is None:
+        return True
+    if col not in df:
+        return False
+    values = pd.Series(df[col].to_numpy()[judged & (df["workload"] == workload).to_numpy()])
+    return bool(values.fillna(False).astype(bool).any()) if col == "session_end" else bool(values.notna().any())

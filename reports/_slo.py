@@ -38,7 +38,7 @@ import yaml
 from workloads.rundir import ItlHistogram
 
 from ._agent import sessions
-from ._columns import chunks, dropped_nan, masked_sum, selected, workloads_in
+from ._columns import chunks, dropped_nan, masked_sum, measures, selected, workloads_in
 from ._rundir import RunData
 
 __all__ = ["DEFAULT_SLO_TEXT", "SloResult", "SloSpec", "SloSpecError", "SloTarget", "evaluate", "load_slo_spec"]
@@ -307,7 +307,8 @@ def evaluate(run: RunData, spec: SloSpec, within: np.ndarray | None = None, targ
     expanded: list[SloTarget] = []
     for t in spec.targets:
         if t.scope == "*":
-            expanded.extend(SloTarget(w, t.metric, t.stat, t.threshold, t.line) for w in workloads)
+            expanded.extend(SloTarget(w, t.metric, t.stat, t.threshold, t.line) for w in workloads
+                            if measures(df, judged, w, t.metric))  # fmt: skip
         else:
             expanded.append(t)
     ok_all = df["ok"].fillna(False).astype(bool).to_numpy() if len(df) else np.zeros(0, dtype=bool)

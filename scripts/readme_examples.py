@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 #: what a block may use relative to the checkout's root (linked into the folder it runs in)
-SHARED = ("locustfiles", "slo")
+SHARED = ("locustfiles", "slo", "traces")
 
 _BLOCK = re.compile(r"<!-- example: (?P<name>[\w-]+) -->\s*\n```bash\n(?P<code>.*?)\n```", re.S)
 

@@ -42,7 +42,7 @@ def test_every_example_is_found_and_uses_only_files_the_checkout_ships() -> None
     assert set(blocks) >= {"ab", "sweep", "cost"}
     for name, code in blocks.items():
         words = code.replace(",", " ").replace("=", " ").split()
-        for path in {w for w in words if w.startswith(("slo/", "locustfiles/"))}:
+        for path in {w for w in words if w.startswith(("slo/", "locustfiles/", "traces/"))}:
             assert (ROOT / path).is_file(), f"README example {name!r} uses {path}, which the checkout lacks"
 
 

@@ -62,6 +62,15 @@ def test_least_recently_used_blocks_are_evicted_first() -> None:
     assert _admit(cache, b) == 0
 
 
+def test_under_pressure_a_prompts_tail_is_evicted_before_its_prefix_as_vllm_frees_blocks() -> None:
+    cache = PrefixCache(8, BLOCK)
+    a, b = _text(0, 6.5), _text(1, 4.5)  # 6 and 4 full blocks: 10 > 8, two of them must go
+    _admit(cache, a)
+    _admit(cache, b)
+    # vLLM frees a request's blocks last first: a's last two went, its first four stayed (not a cliff to 0).
+    assert _admit(cache, a) == 4 * BLOCK
+
+
 def test_off_caches_nothing() -> None:
     cache = PrefixCache(0, BLOCK)
     text = _text(0, 5.5)

@@ -20,8 +20,10 @@ Definitions (the ones users check against vLLM's own benchmark):
   ``</think>`` appears: everything before it was reasoning. TTFT-to-answer is sent → the first
   token event after the reasoning.
 * Tool calls (``delta.tool_calls``, output like content for ITL and TPOT): time to the first tool-call
-  delta (the call's id and name) and to the complete call (the last event carrying ``tool_calls``: the
-  last argument fragment), the calls streamed (distinct indices) and the tokens their events carried.
+  delta (the call's id and name) and to the complete call — the last event carrying ``tool_calls`` (the
+  last argument fragment), or the finish after it when that carried tokens (vLLM's parser holds a call's
+  closing tokens back and sends them with the finish, as an empty delta: a token event then) — the calls
+  streamed (distinct indices) and the tokens of the call's events.
 * Cached prompt tokens: ``usage.prompt_tokens_details.cached_tokens`` (the server's prefix-cache hit).
 """
 
@@ -180,6 +182,12 @@ class StreamTimer:
             self.finish_reason = str(finish)
         is_token, visible, answer, reasoning, calls = _classify(choice)
         if not is_token:
+            if finish is not None and new_tokens and self.tools:
+                # vLLM's tool parser holds a call's closing tokens back and sends them, as an empty delta, with
+                # the finish: the call is complete only here, and those tokens are output like the rest.
+                self.last_tool_t = t
+                self.tool_tokens += new_tokens
+                self._on_token(t, new_tokens, False, True, False)
             return
         if calls:
             self._on_tool_calls(calls, t, new_tokens)
@@ -212,6 +220,10 @@ class StreamTimer:
             if type(call) is not dict:
                 raise StreamError(ErrorCategory.MALFORMED_CHUNK, f"delta.tool_calls holds a non-object: {call!r:.200}")
             index = call.get("index", 0)
+            if type(index) is not int:
+                raise StreamError(
+                    ErrorCategory.MALFORMED_CHUNK, f"delta.tool_calls[].index is not a number: {call!r:.200}"
+                )
             entry = self.tools.get(index)
             if entry is None:
                 entry = self.tools[index] = ["", "", []]

@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import ROOT, LocustRun
 from workloads.traffic.trace import TraceRow, read_trace
 
-SAMPLE = ROOT / "tests" / "fixtures" / "traces" / "mooncake_sample.jsonl"
+SAMPLE = ROOT / "traces" / "mooncake_sample.jsonl"
 EMULATOR = "--ttft-ms 20 --itl-ms 2 --prefill-us-per-token 0"
 #: how far a request may leave from its place in the trace (issue #22's bound)
 OFFSET_BOUND_S = 0.050
@@ -185,3 +185,9 @@ def test_a_bad_trace_stops_the_run_before_any_traffic(locust_runner, tmp_path: P
     assert message in run.output and run.run_dir is None, run.output[-2000:]
     if content is not None and not args:  # the trace itself is what is wrong
         assert f"tokenstorm: --trace {trace}:" in run.output
+
+
+def test_a_trace_given_to_another_locustfile_is_refused_not_ignored(locust_runner) -> None:  # type: ignore[no-untyped-def]
+    run = locust_runner("chat.py", "--trace", str(SAMPLE), "-t", "10s", timeout_s=60)
+    assert run.returncode == 3 and run.run_dir is None, run.output[-2000:]
+    assert "tokenstorm: --trace replays with locustfiles/trace_replay.py" in run.output

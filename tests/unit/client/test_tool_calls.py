@@ -39,16 +39,20 @@ def test_a_streamed_tool_call_is_timed_from_its_name_chunk_to_its_last_argument_
     timer = _replay(events)
     chunks = [orjson.loads(e) for e in events[:-1]]  # all but [DONE]
     tool = [i for i, c in enumerate(chunks) if c["choices"] and c["choices"][0]["delta"].get("tool_calls")]
+    (end,) = [i for i, c in enumerate(chunks) if c["choices"] and c["choices"][0]["finish_reason"]]
     assert timer.first_tool_t == pytest.approx((tool[0] + 1) * 0.01)  # the id/name chunk
-    assert timer.last_tool_t == pytest.approx((tool[-1] + 1) * 0.01)  # the last argument fragment
+    # vLLM sends the call's closing tokens with the finish, as an empty delta: the call is complete there.
+    assert chunks[end]["choices"][0]["delta"] == {} and end > tool[-1]
+    assert chunks[end]["usage"]["completion_tokens"] > chunks[tool[-1]]["usage"]["completion_tokens"]
+    assert timer.last_tool_t == pytest.approx((end + 1) * 0.01)
     (call,) = timer.collected_tool_calls()
     fragments = "".join(chunks[i]["choices"][0]["delta"]["tool_calls"][0]["function"].get("arguments", "")
                         for i in tool)  # fmt: skip
     assert call["id"].startswith("chatcmpl-tool-") and call["function"] == {"name": "read_file", "arguments": fragments}
-    # Every token the server generated up to the last fragment came in tool-call events (usage says how many).
-    assert timer.tool_tokens == chunks[tool[-1]]["usage"]["completion_tokens"]
-    # A tool call is output like content: one ITL per token after the first, up to the last token event.
-    assert len(timer.itl_gaps) == timer.tool_tokens - 1
+    # Every token the server generated came with the call (usage says how many): the answer is the call.
+    assert timer.tool_tokens == chunks[end]["usage"]["completion_tokens"] == timer.output_tokens
+    # A tool call is output like content: one ITL per output token after the first, E2E at the finish.
+    assert len(timer.itl_gaps) == timer.output_tokens - 1 and timer.last_token_t == timer.last_tool_t
     assert timer.cached_tokens == chunks[-1]["usage"]["prompt_tokens_details"]["cached_tokens"]
     assert timer.finish_reason == finish  # vLLM 0.32 ends a named tool_choice with "stop", "required" with "tool_calls"
 
@@ -72,6 +76,8 @@ def test_parallel_calls_are_told_apart_by_index_and_a_bad_tool_calls_field_is_ma
     assert timer.token_events == 3 and timer.last_tool_t == pytest.approx(0.3)
     with pytest.raises(StreamError, match="tool_calls is not a list"):
         StreamTimer().on_event(b'{"choices": [{"delta": {"tool_calls": {"index": 0}}}]}', 0.1)
+    with pytest.raises(StreamError, match="index is not a number"):
+        StreamTimer().on_event(b'{"choices": [{"delta": {"tool_calls": [{"index": "0"}]}}]}', 0.1)
 
 
 def _serve_fixture(name: str) -> ScriptedServer:

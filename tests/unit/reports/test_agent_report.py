@@ -285,3 +285,17 @@ def test_goodput_counts_a_step_late_with_its_tool_call_as_not_good(tmp_path: Pat
     assert late and any(r.get("tool_call_s") is None for r in good)  # both kinds are in the data
     summary = summarize(run, spec).overall
     assert summary["request_goodput"] * summary["duration"] == pytest.approx(len(good))
+
+
+def test_a_star_slo_on_tool_calls_or_sessions_judges_only_the_workloads_that_have_them(tmp_path: Path) -> None:
+    from tests.conftest import make_run_dir, request
+
+    rows = [request(i, 100, workload="chat") for i in range(20)]
+    rows += [request(i, 100, workload="agent", tool_calls=1, ttft_tool_s=0.1, tool_call_s=0.3, session_id=f"s{i}",
+                     step=0, session_end=True) for i in range(20, 40)]  # fmt: skip
+    slo = tmp_path / "slo.yaml"
+    slo.write_text("slos:\n  '*':\n    tool_call_ms: {p95: 1000}\n    session_ms: {p95: 5000}\n")
+    summary = build_report(make_run_dir(tmp_path / "run", rows), load_slo_spec(slo)).summary
+    judged = sorted((r.scope, r.metric) for r in summary.slo_results)
+    assert judged == [("agent", "session_ms"), ("agent", "tool_call_ms")], judged
+    assert summary.verdict == "passed", summary.reason

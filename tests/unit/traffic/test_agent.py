@@ -99,6 +99,9 @@ def test_a_tool_the_profile_lacks_or_arguments_not_json_get_an_error_result() ->
     assert req.messages[-2]["tool_call_id"] == "chatcmpl-tool-1" and "no tool named 'launch_rockets'" in \
         req.messages[-2]["content"]  # fmt: skip
     assert req.messages[-1]["tool_call_id"] == "chatcmpl-tool-2" and "not valid JSON" in req.messages[-1]["content"]
+    # vLLM parses the arguments of every call in a history: a call cut by max_tokens goes back as {} (else HTTP 400).
+    sent = [json.loads(c["function"]["arguments"]) for c in req.messages[-3]["tool_calls"]]
+    assert sent == [{"path": "src/app.py"}, {}]
 
 
 def tool_results(model: Agent, sessions: int) -> dict[str, list[int]]:

@@ -13,7 +13,7 @@ from workloads.traffic.trace import _WORDS as WORDS
 from workloads.traffic.trace import TraceError, TracePrompts, TraceRow, parse_trace, read_trace
 
 ROOT = Path(__file__).resolve().parents[3]
-SAMPLE = ROOT / "tests" / "fixtures" / "traces" / "mooncake_sample.jsonl"
+SAMPLE = ROOT / "traces" / "mooncake_sample.jsonl"
 
 
 def emulator_tokens(prompt: str) -> int:

@@ -7,10 +7,12 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from locust.env import Environment
 
 from ...client import LlmClient, TargetError
+from ...client.probes import tool_calling_problem
 from ...rundir import EXIT_RUN_FAILED
 from ...traffic import WorkloadFileError, settings_from_options
 from ...traffic.tokens import TokenCounter
@@ -104,12 +106,16 @@ def load_workloads_or_exit(environment: Environment, ctx: RunContext) -> None:
 
 
 def preflight(environment: Environment, ctx: RunContext) -> str | None:
-    """Every target answers /v1/models (and the model to ask for is known) before any traffic."""
+    """Every target answers /v1/models (and the model to ask for is known) before any traffic, and calls
+    tools when the run has agent sessions."""
+    agent = _agent_probe(environment, ctx)
     for label, url in run_targets(environment, environment.host):
         try:
             client = LlmClient(url, authorization=ctx.authorization_for(url), secrets=ctx.secrets())
             try:
-                resolve_model(environment, client)
+                model = resolve_model(environment, client)
+                if agent is not None and (why := tool_calling_problem(client, model, *agent)):
+                    return f"target {label}: {why}" if label else why
                 if not client.models_owned_by:
                     client.list_models()
                 if "tokenstorm" in client.models_owned_by.values() and not ctx.simulated:
@@ -120,3 +126,15 @@ def preflight(environment: Environment, ctx: RunContext) -> str | None:
         except TargetError as exc:
             return f"target {label}: {exc}" if label else str(exc)
     return None
+
+
+def _agent_probe(environment: Environment, ctx: RunContext) -> tuple[list[dict[str, Any]], Any] | None:
+    """The tools and ``tool_choice`` agent sessions of this run will send (``None``: it has none)."""
+    settings = ctx.workload_settings.get("agent")
+    if settings is None or settings.weight <= 0:
+        return None
+    if not any(getattr(u, "workload", None) == "agent" or getattr(u, "open_loop", False)
+               for u in environment.user_classes):  # fmt: skip
+        return None
+    model: Any = ctx.builder("agent")  # workloads.traffic.models.agent.Agent
+    return [t.schema for t in model.profiles[0].tools], model.tool_choice

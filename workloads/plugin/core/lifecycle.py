@@ -79,6 +79,10 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
         sys.stderr.write(f"tokenstorm: {shape} steps closed-loop users; open-loop arrivals (open_loop.py) keep "
                          "their --arrival-rate — sweep or search with a closed-loop locustfile\n")  # fmt: skip
         raise SystemExit(EXIT_RUN_FAILED)
+    if ctx.options.trace and not any(getattr(u, "trace_replay", False) for u in environment.user_classes):
+        sys.stderr.write("tokenstorm: --trace replays with locustfiles/trace_replay.py (tokenstorm run trace); "
+                         "this locustfile's users would not send it\n")  # fmt: skip
+        raise SystemExit(EXIT_RUN_FAILED)
     targets = ctx.options.targets
     if targets:
         urls = [url for _, url in targets]

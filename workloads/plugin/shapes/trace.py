@@ -130,9 +130,9 @@ class TraceUser(User):
         if locust_compat.is_worker(self.environment.runner) and isinstance(zero, float):
             t0 += zero - time.time()  # the master's zero, the same instant for every worker
 
-        def build_until(deadline: float) -> None:
+        def build_until(deadline: float, most: int = self._ahead) -> None:
             """Build upcoming requests while there is time (one at a time: streams are read in between)."""
-            while len(ahead) < self._ahead and time.perf_counter() < deadline:
+            while len(ahead) < most and time.perf_counter() < deadline:
                 row = next(rows, None)
                 if row is None:
                     return
@@ -141,7 +141,7 @@ class TraceUser(User):
 
         while True:
             if not ahead:
-                build_until(float("inf"))  # at least the next one (none left: done)
+                build_until(float("inf"), most=1)  # the next one only: it may be due now (none left: done)
                 if not ahead:
                     return
             row, req = ahead.popleft()

@@ -216,12 +216,13 @@ class Agent(TrafficModel):
             answer = yield self.request(rng, history, tools, tokens, final=step == steps - 1)
             if answer is None or not answer.tool_calls or step == steps - 1:
                 return  # failed, answered without a tool, or the task's last step
-            calls = [_call(c, f"call_{step}_{i}") for i, c in enumerate(answer.tool_calls)]
+            raw = [_call(c, f"call_{step}_{i}") for i, c in enumerate(answer.tool_calls)]
+            calls = [_sendable(c) for c in raw]
             history.append({"role": "assistant", "content": answer.text or None, "tool_calls": calls})
             tokens += self.counter.count(answer.text) + sum(
                 self.counter.count(c["function"]["name"] + c["function"]["arguments"]) for c in calls
             )
-            for c in calls:
+            for c in raw:  # a result for what the model sent (an error for arguments that are not JSON)
                 result = self.tool_result(rng, profile, c["function"]["name"], c["function"]["arguments"])
                 history.append({"role": "tool", "tool_call_id": c["id"], "content": result})
                 tokens += self.counter.count(result)
@@ -259,6 +260,16 @@ def _call(call: dict[str, Any], fallback_id: str) -> dict[str, Any]:
     fn = call.get("function") or {}
     return {"id": call.get("id") or fallback_id, "type": "function",
             "function": {"name": str(fn.get("name") or ""), "arguments": str(fn.get("arguments") or "")}}  # fmt: skip
+
+
+def _sendable(call: dict[str, Any]) -> dict[str, Any]:
+    """``call`` as the history can send it back: arguments that are not JSON (a call cut by ``max_tokens``)
+    become ``{}`` — vLLM parses the arguments of every call in a history and refuses the request otherwise."""
+    try:
+        json.loads(call["function"]["arguments"] or "{}")
+    except ValueError:
+        return {**call, "function": {**call["function"], "arguments": "{}"}}
+    return call
 
 
 def _fill(counter: TokenCounter, lines: Iterator[str], tokens: int) -> str:
