@@ -39,7 +39,7 @@ def _run(name: str, tmp_path: Path) -> tuple[Any, Path]:
 
 def test_every_example_is_found_and_uses_only_files_the_checkout_ships() -> None:
     blocks = readme_examples.examples()
-    assert set(blocks) >= {"ab", "sweep", "cost"}
+    assert set(blocks) >= {"ab", "sweep", "cost", "agent", "trace"}
     for name, code in blocks.items():
         words = code.replace(",", " ").replace("=", " ").split()
         for path in {w for w in words if w.startswith(("slo/", "locustfiles/", "traces/"))}:
@@ -78,3 +78,31 @@ def test_cost_example_prices_the_run_and_rebuilds_it_at_another_price(tmp_path: 
     assert summary["cost_per_hour"] == pytest.approx(2 * 1.20)
     tokens_per_h = summary["output_throughput"] * 3600
     assert summary["cost_per_1m_output_tokens"] == pytest.approx(2.40 / tokens_per_h * 1e6, rel=1e-6)
+
+
+def test_agent_example_passes_with_one_hit_rate_from_the_records_and_the_servers_counters(tmp_path: Path) -> None:
+    done, run_dir = _run("agent", tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    records = [r for r in read_records(run_dir) if r.workload == "agent"]
+    assert summary["verdict"] == "passed" and all(r.ok for r in records), summary["reason"]
+    assert summary["completed_sessions"] >= 8 and summary["unfinished_sessions"] == 0  # --stop-timeout
+    # The shared system prompt and tools: most prompt tokens came from the cache, by both counts.
+    cached = sum(r.cached_tokens or 0 for r in records) / sum(r.prompt_tokens or 0 for r in records)
+    assert cached > 0.3
+    assert summary["prefix_cache_hit_rate_records"] == pytest.approx(cached, abs=1e-9)
+    assert summary["prefix_cache_hit_rate_server"] == pytest.approx(cached, abs=1e-9)
+
+
+def test_trace_example_replays_every_row_at_its_time_with_its_prompt_length(tmp_path: Path) -> None:
+    done, run_dir = _run("trace", tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = [json.loads(line) for line in (ROOT / "traces" / "mooncake_sample.jsonl").read_text().splitlines()]
+    records = sorted(read_records(run_dir), key=lambda r: int(r.request_id.rsplit("-", 1)[1]))
+    assert len(records) == len(rows) and all(r.ok for r in records)
+    assert [r.prompt_tokens for r in records] == [row["input_length"] for row in rows]
+    assert [r.output_tokens for r in records] == [row["output_length"] for row in rows]
+    # Sent at the trace's offsets: each record's start, from the first one's, within 50 ms of the trace's.
+    t0, r0 = records[0].start_epoch_s, rows[0]["timestamp"] / 1000
+    assert max(abs((r.start_epoch_s - t0) - (row["timestamp"] / 1000 - r0)) for r, row in zip(records, rows,
+                                                                                      strict=True)) < 0.05  # fmt: skip

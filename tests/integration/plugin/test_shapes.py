@@ -24,7 +24,7 @@ def test_open_loop_sends_at_its_rate_against_a_slow_server(locust_runner) -> Non
     # p99 send lag: 52 ms once on a loaded 2-core CI machine (~50 streams in flight); a closed
     # loop in disguise would lag by seconds (each request takes 2 s).
     assert all(lag is not None for lag in lags) and float(np.percentile(lags, 99)) < 0.15
-    assert {r["workload"] for r in records} == {"contract", "code", "chat"}
+    assert {r["workload"] for r in records} == {"contract", "code", "chat", "agent"}  # every weighted model
     # The run's options reach open-loop requests too (they once built their own client and
     # skipped them): every request asked for --max-tokens 10, and the emulator answered 10.
     assert {r["requested_max_tokens"] for r in records} == {10}
