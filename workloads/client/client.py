@@ -304,7 +304,7 @@ class LlmClient:
                     record.connect_s = t0 - t_prepare
                 resp = conn.request("POST", f"{self._prefix}{req.path}", headers, payload, t_sent=t0)
                 t0 = resp.t_sent
-                if resp.send_s > LATE_EVENT_S:
+                if resp.send_wait_s > LATE_EVENT_S:
                     timer.ttft_late = True  # the request left up to send_s after t0 (preempted mid-send)
                 # The record's start on the shared timeline is the moment its clock started.
                 record.start_epoch_s = time.time() - (time.perf_counter() - t0)

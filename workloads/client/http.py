@@ -45,6 +45,9 @@ _SOL_SOCKET = socket.SOL_SOCKET
 _CMSG_SPACE = 64
 
 
+#: the send buffer asked for (the kernel caps it at net.core.wmem_max and doubles it)
+_SEND_BUFFER = 4 << 20
+
 class _NothingBack(Exception):
     """A reused connection was closed before any byte of the response came back."""
 
@@ -62,7 +65,7 @@ class _ResponseState:
     """httptools callbacks; only the ones defined here are called (it checks at init)."""
 
     __slots__ = ("complete", "headers", "headers_done", "keep_alive", "lag_max_s", "parser", "pieces", "read_pieces",
-                 "send_s", "t_read", "t_returned", "t_sent")  # fmt: skip
+                 "send_s", "send_wait_s", "t_read", "t_returned", "t_sent")  # fmt: skip
 
     def __init__(self) -> None:
         self.parser: Any = None
@@ -78,6 +81,7 @@ class _ResponseState:
         #: perf_counter time right before the request's bytes were handed to the kernel, and how long it took
         self.t_sent = 0.0
         self.send_s = 0.0
+        self.send_wait_s = 0.0
         #: when the previous read returned (the request's send time before the first)
         self.t_returned = 0.0
         #: the worst return time − kernel stamp of the response's reads; None: none kernel-stamped
@@ -131,6 +135,14 @@ class HttpResponse:
     def send_s(self) -> float:
         """How long ``sendall`` took: the request left somewhere in it after :attr:`t_sent`."""
         return self._state.send_s
+
+    @property
+    def send_wait_s(self) -> float:
+        """How much later than :attr:`t_sent` the request's last bytes may have left: 0 when one ``send``
+        took them all (then they left at once, however long the call took to return: on loopback the
+        kernel delivers them to the server inside it, and waking the server may preempt this thread there,
+        ~1 ms on a small VM); else the time the rest waited for room in the send buffer."""
+        return self._state.send_wait_s
 
     @property
     def read_lag_max_s(self) -> float | None:
@@ -211,6 +223,10 @@ class HttpConnection:
         sock = gevent.socket.create_connection((self.host, self.port), timeout=self._connect_timeout_s)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            # A request goes to the kernel whole (agent histories and long documents are 20-500 KB): with the
+            # default 16 KB send buffer, sendall waits for the server to read, and the client cannot tell that
+            # wait from being descheduled mid-send (what send_s flags as a late TTFT). Capped by wmem_max.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SEND_BUFFER)
             self._kernel_stamps = False
             if self._want_kernel_stamps:
                 try:
@@ -324,9 +340,15 @@ class HttpConnection:
         try:
             # The request counts from right before its bytes go to the kernel (nothing in between).
             t_before = time.perf_counter()
-            self._sock.sendall(raw)
-            # The bytes left somewhere in this span: past LATE_EVENT_S (preempted), TTFT may be off.
+            sent = self._sock.send(raw)
+            t_first = time.perf_counter()
+            if sent < len(raw):  # the send buffer is full: the rest goes as the server reads
+                self._sock.sendall(memoryview(raw)[sent:])
             state.send_s = time.perf_counter() - t_before
+            # One send took every byte: the request left right after t_before, whatever the send's wall time
+            # (on loopback the kernel delivers it inside the send, and waking the server may preempt this
+            # thread there, after the bytes left). Otherwise its last bytes left up to this much later.
+            state.send_wait_s = 0.0 if sent == len(raw) else time.perf_counter() - t_first
             state.t_sent = state.t_read = state.t_returned = max(t_floor, t_before)
             self.read_into(state)
         except ConnectionError as exc:

@@ -205,3 +205,42 @@ def test_reading_an_error_body_up_to_a_limit_keeps_the_connection(serve) -> None
         for _ in range(2):
             assert conn.request("POST", "/", {}, b"{}").read(limit=4) == b"slow"
         assert conn.connects == 1
+
+
+def _slow_reader(sock: socket.socket) -> None:
+    """Answers each request {} after waiting 50 ms before reading it (its kernel buffers fill meanwhile)."""
+    conn, _ = sock.accept()
+    with conn:
+        buf = b""
+        while True:
+            time.sleep(0.050)
+            while b"\r\n\r\n" not in buf:
+                data = conn.recv(1 << 20)
+                if not data:
+                    return
+                buf += data
+            head, _, buf = buf.partition(b"\r\n\r\n")
+            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(
+                b"content-length")))  # fmt: skip
+            while len(buf) < length:
+                buf += conn.recv(1 << 20)
+            buf = buf[length:]
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+
+
+def test_a_request_one_send_took_left_at_once_and_one_that_waited_for_the_server_says_how_long() -> None:
+    import threading
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1)
+    threading.Thread(target=_slow_reader, args=(sock,), daemon=True).start()
+    with HttpConnection("127.0.0.1", sock.getsockname()[1]) as conn:
+        # An agent step's 30 KB history goes to the kernel in one send, though the server reads 50 ms later:
+        # it left at once (a late TTFT is not to be flagged for it).
+        small = conn.request("POST", "/v1/chat/completions", {}, b"x" * 30_000)
+        assert small.read() == b"{}" and small.send_wait_s == 0.0
+        # 24 MB does not fit the send buffers: its last bytes left when the server read, ~50 ms later.
+        big = conn.request("POST", "/v1/chat/completions", {}, b"x" * (24 << 20))
+        assert big.read() == b"{}" and big.send_wait_s >= 0.030, big.send_wait_s
+    sock.close()
