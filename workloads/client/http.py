@@ -48,6 +48,7 @@ _CMSG_SPACE = 64
 #: the send buffer asked for (the kernel caps it at net.core.wmem_max and doubles it)
 _SEND_BUFFER = 4 << 20
 
+
 class _NothingBack(Exception):
     """A reused connection was closed before any byte of the response came back."""
 
