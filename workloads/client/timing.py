@@ -21,9 +21,11 @@ Definitions (the ones users check against vLLM's own benchmark):
   token event after the reasoning.
 * Tool calls (``delta.tool_calls``, output like content for ITL and TPOT): time to the first tool-call
   delta (the call's id and name) and to the complete call — the last event carrying ``tool_calls`` (the
-  last argument fragment), or the finish after it when that carried tokens (vLLM's parser holds a call's
-  closing tokens back and sends them with the finish, as an empty delta: a token event then) — the calls
-  streamed (distinct indices) and the tokens of the call's events.
+  last argument fragment), or the finish after it when that carried tokens — the calls streamed (distinct
+  indices) and the tokens of the call's events.
+* A finish chunk whose delta is empty but whose usage says it carried tokens (vLLM holds a tool call's
+  closing tokens, or text its parsers kept back, until the finish) is a token event: those tokens are
+  output like the rest, so there is still one ITL per output token after the first.
 * Cached prompt tokens: ``usage.prompt_tokens_details.cached_tokens`` (the server's prefix-cache hit).
 """
 
@@ -182,12 +184,13 @@ class StreamTimer:
             self.finish_reason = str(finish)
         is_token, visible, answer, reasoning, calls = _classify(choice)
         if not is_token:
-            if finish is not None and new_tokens and self.tools:
-                # vLLM's tool parser holds a call's closing tokens back and sends them, as an empty delta, with
-                # the finish: the call is complete only here, and those tokens are output like the rest.
-                self.last_tool_t = t
-                self.tool_tokens += new_tokens
-                self._on_token(t, new_tokens, False, True, False)
+            if finish is not None and new_tokens and self.first_token_t is not None:
+                # Tokens vLLM held back (a tool call's closing tokens, text its parsers kept) come with the finish
+                # as an empty delta: output like the rest (one ITL per token), and a tool call is complete here.
+                if self.tools:
+                    self.last_tool_t = t
+                    self.tool_tokens += new_tokens
+                self._on_token(t, new_tokens, False, bool(self.tools), False)
             return
         if calls:
             self._on_tool_calls(calls, t, new_tokens)
