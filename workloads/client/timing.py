@@ -184,7 +184,7 @@ class StreamTimer:
             self.finish_reason = str(finish)
         is_token, visible, answer, reasoning, calls = _classify(choice)
         if not is_token:
-            if finish is not None and new_tokens and self.first_token_t is not None:
+            if finish is not None and new_tokens:
                 # Tokens vLLM held back (a tool call's closing tokens, text its parsers kept) come with the finish
                 # as an empty delta: output like the rest (one ITL per token), and a tool call is complete here.
                 if self.tools:
