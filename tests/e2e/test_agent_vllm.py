@@ -1,8 +1,8 @@
 """Agent sessions against a real vLLM server started with tool calling (``--enable-auto-tool-choice
---tool-call-parser hermes``) and ``--enable-prompt-tokens-details``, checked against the wire and vLLM's own
+--tool-call-parser hermes``) and ``--enable-prompt-tokens-details``, checked against what it streamed and its own
 ``/metrics``: what each record says of its tool calls and its cached prompt tokens is what the server
-streamed (a loopback capture, parsed here without the client's parser); each follow-up step carries back the
-previous step's calls and a ``tool`` message per call with its id; the records' cached tokens add up to vLLM's
+streamed (read by a recording proxy in front of it, parsed here without the client's parser); each follow-up
+step carries back the previous step's calls and a ``tool`` message per call with its id; the records' cached tokens add up to vLLM's
 ``prefix_cache_hits`` delta, and the report's hit rate is the ``/metrics`` delta's.
 """
 
@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import itertools
 import json
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 
-from tests.wire.capture import Capture, capture_unavailable
+from tests.fakes.proxy import RecordingProxy
 
 from .conftest import scrape
 
@@ -26,34 +24,38 @@ HITS, QUERIES = "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total
 RESULTS = "read_file=200,search_code=80,list_directory=60,edit_file=20,run_command=80"
 
 
-def test_agent_sessions_on_vllm_match_the_wire_and_its_prefix_cache(vllm_server: str, locust_runner: Any,
-                                                                    tmp_path: Path) -> None:  # fmt: skip
-    if why := capture_unavailable():
-        pytest.skip(why)
-    port = urlsplit(vllm_server).port
-    assert port is not None
+def test_agent_sessions_on_vllm_match_what_it_streamed_and_its_prefix_cache(vllm_server: str,
+                                                                           locust_runner: Any) -> None:  # fmt: skip
     before = scrape(vllm_server)
-    with Capture(port, tmp_path / "lo.pcap") as cap:
+    proxy = RecordingProxy(vllm_server)
+    try:
         run = locust_runner(
-            "agent.py", "--host", vllm_server, "--model", "tiny", "--agent-tool-choice", "required",
+            "agent.py", "--host", proxy.url, "--model", "tiny", "--agent-tool-choice", "required",
             "--agent-profiles", "coding", "--agent-steps", "3", "--agent-prompt-tokens", "700",
             "--agent-tool-result-tokens", RESULTS, "--agent-output-tokens", "48", "--agent-tool-time", "0",
             "--wait-time", "0", "-u", "3", "-r", "3", "-t", "20s", "--stop-timeout", "60",
             "--monitor-interval", "0.5",
         )  # fmt: skip
         after = scrape(vllm_server)
+    finally:
+        proxy.close()
     # The default SLOs may break on a CPU server (1); a busy 2-core box may make the clock unreliable (5).
     assert run.returncode in (0, 1, 5), run.output[-3000:]
     records = [r for r in run.records() if r["workload"] == "agent"]
     done = [r for r in records if r["ok"]]
     assert len(done) >= 6 and len(done) == len(records), [r["error_detail"] for r in records if not r["ok"]]
-    wire = {ex.request_id: ex for ex in cap.exchanges() if ex.request_id}
+    calls: dict[str, list[str]] = {}  # request id -> the call ids vLLM streamed, in order
 
     # Each record's tool calls and cached tokens are what vLLM streamed to it.
     for r in done:
-        ex = wire[r["request_id"]]
-        assert r["tool_calls"] == len(ex.tool_call_ids) >= 1, (r["tool_calls"], ex.tool_call_ids)
-        assert r["cached_tokens"] == ex.cached_tokens is not None
+        events = proxy.events(r["request_id"])
+        ids = [c["id"] for e in events for ch in e.get("choices") or () for c in ch["delta"].get("tool_calls") or ()
+               if c.get("id")]  # fmt: skip
+        calls[r["request_id"]] = list(dict.fromkeys(ids))
+        cached = [e["usage"]["prompt_tokens_details"]["cached_tokens"] for e in events
+                  if (e.get("usage") or {}).get("prompt_tokens_details")]  # fmt: skip
+        assert r["tool_calls"] == len(calls[r["request_id"]]) >= 1, (r["tool_calls"], ids)
+        assert cached and r["cached_tokens"] == cached[-1]
         assert r["ttft_tool_s"] is not None and r["ttft_tool_s"] <= r["tool_call_s"] <= r["e2e_s"]
     # A follow-up carries the previous step's calls back, then one tool message per call with its id.
     sessions: dict[str, list[dict[str, Any]]] = {}
@@ -64,10 +66,10 @@ def test_agent_sessions_on_vllm_match_the_wire_and_its_prefix_cache(vllm_server:
         steps.sort(key=lambda r: r["step"])
         assert [r["step"] for r in steps] == list(range(len(steps)))
         for prev, r in itertools.pairwise(steps):
-            messages = json.loads(wire[r["request_id"]].body)["messages"]
+            messages = proxy.bodies[r["request_id"]]["messages"]
             i = max(k for k, m in enumerate(messages) if m["role"] == "assistant")
             ids = [c["id"] for c in messages[i]["tool_calls"]]
-            assert ids == wire[prev["request_id"]].tool_call_ids
+            assert ids == calls[prev["request_id"]]
             assert [m.get("tool_call_id") for m in messages[i + 1 :]] == ids
             assert all(m["role"] == "tool" and m["content"] for m in messages[i + 1 :])
             follow_ups += 1
@@ -88,7 +90,7 @@ def test_agent_sessions_on_vllm_match_the_wire_and_its_prefix_cache(vllm_server:
     # The report's two hit rates: from the records, and from the /metrics increase.
     assert summary["prefix_cache_hit_rate_records"] == pytest.approx(cached / prompt, abs=1e-9)
     assert summary["prefix_cache_hit_rate_server"] == pytest.approx(hits / queries, abs=1e-9), summary
-    # A complete call is timed at the event that completed it on the wire: vLLM sends the call's closing
+    # A complete call is timed at the event that completed it: vLLM sends the call's closing
     # tokens with the finish, after the last argument fragment.
     for r in done:
         assert r["e2e_s"] == r["tool_call_s"] or r["finish_reason"] == "length", r

@@ -12,7 +12,6 @@ definition (``workloads.client.timing.StreamTimer``), fed the same payloads.
 from __future__ import annotations
 
 import bisect
-import json
 import re
 from dataclasses import dataclass, field
 
@@ -45,12 +44,6 @@ class WireExchange:
     done_ns: int | None = None
     #: the response's framing ended (last chunk, all of Content-Length, or the connection closed)
     complete: bool = False
-    #: the request's body as sent
-    body: bytes = b""
-    #: the ids of the tool calls the response streamed, in the order their first delta came (read from the
-    #: raw chunks here, not by the client's parser); and ``usage.prompt_tokens_details.cached_tokens``
-    tool_call_ids: list[str] = field(default_factory=list)
-    cached_tokens: int | None = None
 
     @property
     def ttft_s(self) -> float | None:
@@ -84,8 +77,7 @@ def _requests(stream: ByteStream) -> list[WireExchange]:
         if end > len(data):
             break  # cut off by the end of the capture
         method, path, *_ = head.start_line.split(" ")
-        out.append(WireExchange(method, path, head.headers.get("x-request-id"), stream.time_ns(end - 1),
-                                body=bytes(data[head.body_at : end])))  # fmt: skip
+        out.append(WireExchange(method, path, head.headers.get("x-request-id"), stream.time_ns(end - 1)))
         pos = end
     return out
 
@@ -143,22 +135,9 @@ def _read_events(stream: ByteStream, pieces: list[tuple[int, int]], ex: WireExch
             return
         if payload == b"[DONE]" and ex.done_ns is None:
             ex.done_ns = t_ns
-        else:
-            _tool_calls_and_cache(payload, ex)
         if timer.token_events > events:
             ex.token_ns.append(t_ns)
             ex.token_k.append(len(timer.itl_gaps) - gaps + (1 if events == 0 else 0))
-
-
-def _tool_calls_and_cache(payload: bytes, ex: WireExchange) -> None:
-    chunk = json.loads(payload)
-    for choice in chunk.get("choices") or ():
-        for call in (choice.get("delta") or {}).get("tool_calls") or ():
-            if call.get("id") and call["id"] not in ex.tool_call_ids:
-                ex.tool_call_ids.append(call["id"])
-    details = (chunk.get("usage") or {}).get("prompt_tokens_details") or {}
-    if "cached_tokens" in details:
-        ex.cached_tokens = details["cached_tokens"]
 
 
 def exchanges(conn: TcpConnection) -> list[WireExchange]:

@@ -2,89 +2,20 @@
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
-import socket
 import statistics
-import threading
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from emulator import EmulatorProcess
+from tests.fakes.proxy import RecordingProxy
 from workloads.traffic.models.agent import PROFILES
 
 _EMULATOR = ("--ttft-ms", "30", "--itl-ms", "3", "--prefill-us-per-token", "2", "--seed", "7")
 _AGENT = ("--agent-tool-choice", "required", "--agent-steps", "fixed:3", "--agent-prompt-tokens", "uniform:800-1500",
           "--agent-tool-time", "0-0.05", "--wait-time", "0-0.2")  # fmt: skip
-
-
-class RecordingProxy:
-    """A loopback TCP proxy in front of a server that keeps every HTTP request body it forwards, by its
-    X-Request-Id: what the client really sent, read off the wire."""
-
-    def __init__(self, upstream: str) -> None:
-        host, port = upstream.removeprefix("http://").split(":")
-        self._upstream = (host, int(port))
-        self.bodies: dict[str, dict[str, Any]] = {}
-        self._sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
-        self._threads = [threading.Thread(target=self._accept, daemon=True)]
-        self._open: list[socket.socket] = []
-        self._threads[0].start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._sock.accept()
-            except OSError:
-                return
-            server = socket.create_connection(self._upstream)
-            self._open += [client, server]
-            for args in ((server, client, None), (client, server, bytearray())):
-                self._threads.append(threading.Thread(target=self._pipe, args=args, daemon=True))
-                self._threads[-1].start()
-
-    def _pipe(self, src: socket.socket, dst: socket.socket, requests: bytearray | None) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-                if requests is not None:
-                    requests += data
-                    self._take(requests)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):  # one side done: so is the other
-                with contextlib.suppress(OSError):
-                    s.shutdown(socket.SHUT_RDWR)
-
-    def _take(self, buf: bytearray) -> None:
-        """Every complete request at the front of ``buf`` (Content-Length bodies, as the client sends them)."""
-        while (end := buf.find(b"\r\n\r\n")) >= 0:
-            head = buf[:end].decode("latin-1").split("\r\n")
-            headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in head[1:])}
-            length = int(headers.get("content-length", "0"))
-            if len(buf) < end + 4 + length:
-                return
-            body = bytes(buf[end + 4 : end + 4 + length])
-            del buf[: end + 4 + length]
-            if head[0].startswith("POST") and "x-request-id" in headers:
-                self.bodies[headers["x-request-id"]] = json.loads(body)
-
-    def close(self) -> None:
-        """Stop accepting, end every connection, wait for the threads."""
-        with contextlib.suppress(OSError):
-            self._sock.shutdown(socket.SHUT_RDWR)
-        self._sock.close()
-        for s in self._open:
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-        for t in self._threads:
-            t.join(timeout=5)
-        for s in self._open:
-            s.close()
 
 
 def _truth(path: Path) -> dict[str, dict[str, Any]]:

@@ -29,7 +29,7 @@ from ..core.context import context, current_options
 from ..core.options import parse_steps
 from ..users.workload import resolve_model, run_client, run_targets, send
 
-__all__ = ["OpenLoopUser", "StepShape", "parse_steps"]
+__all__ = ["OpenLoopUser", "ScheduledSender", "StepShape", "parse_steps"]
 
 
 class StepShape(LoadTestShape):
@@ -47,19 +47,17 @@ class StepShape(LoadTestShape):
         return None
 
 
-class OpenLoopUser(User):
-    """One per process: sends requests at scheduled arrival times, never waiting for replies."""
+class ScheduledSender(User):
+    """What users that send at scheduled times share (open-loop arrivals, trace replay): every request goes to
+    each target at the same instant from a pool of idle clients per target, never waiting for replies, its
+    ``send_lag_s`` measured against the schedule."""
 
-    fixed_count = 1
-    open_loop = True  # its workloads are all the weighted ones (checked at start-up)
+    abstract = True
     _max_in_flight: ClassVar[int] = 10_000
 
-    def on_start(self) -> None:
+    def open_targets(self) -> None:
+        """The run's targets (A/B: each), their models, and one idle client each to start with."""
         env = self.environment
-        self.ctx = context(env)
-        worker = locust_compat.worker_index(env.runner)
-        self.rng = random.Random(f"{self.ctx.options.seed}/open-loop/{worker}")
-        # A/B: every arrival goes to each target at the same instant (one pool of idle clients each).
         self.targets = run_targets(env, self.host)
         self.pool = Pool(self._max_in_flight * len(self.targets))
         self.idle: dict[str, list[LlmClient]] = {label: [] for label, _ in self.targets}
@@ -68,6 +66,41 @@ class OpenLoopUser(User):
             probe = run_client(env, url, target=label)
             self.models[label] = resolve_model(env, probe)
             self.idle[label].append(probe)
+
+    def send_to_all(self, req: CompletionRequest, scheduled: float) -> None:
+        """Send ``req`` (scheduled at ``scheduled``, a perf_counter time) to every target, each in its own greenlet."""
+        for label, url in self.targets:
+            self.pool.spawn(self._send, copy.deepcopy(req) if label != self.targets[-1][0] else req,
+                            scheduled, label, url)  # fmt: skip
+
+    def _send(self, req: CompletionRequest, scheduled: float, label: str = "", url: str = "") -> None:
+        idle = self.idle[label]
+        client = idle.pop() if idle else run_client(self.environment, url, target=label)
+        record = send(self.environment, client, req, self.models[label], send_lag_s=time.perf_counter() - scheduled)
+        if record.error_category != ErrorCategory.CANCELLED:
+            idle.append(client)
+        else:
+            client.close()
+
+    def on_stop(self) -> None:
+        self.pool.kill(block=True, timeout=5)
+        for clients in self.idle.values():
+            for c in clients:
+                c.close()
+
+
+class OpenLoopUser(ScheduledSender):
+    """One per process: sends requests at scheduled arrival times, never waiting for replies."""
+
+    fixed_count = 1
+    open_loop = True  # its workloads are all the weighted ones (checked at start-up)
+
+    def on_start(self) -> None:
+        env = self.environment
+        self.ctx = context(env)
+        worker = locust_compat.worker_index(env.runner)
+        self.rng = random.Random(f"{self.ctx.options.seed}/open-loop/{worker}")
+        self.open_targets()
         self._nonce = uuid.uuid4().hex[:12]
         self._ids = itertools.count()
 
@@ -90,21 +123,4 @@ class OpenLoopUser(User):
             req = self.ctx.builder(workload).next(self.rng)  # the first request of a new session
             if len(self.targets) > 1:
                 req.request_id = f"{self._nonce}-{next(self._ids):x}"  # the twins' shared id
-            for label, url in self.targets:
-                self.pool.spawn(self._send, copy.deepcopy(req) if label != self.targets[-1][0] else req,
-                                t0 + next_t, label, url)  # fmt: skip
-
-    def _send(self, req: CompletionRequest, scheduled: float, label: str = "", url: str = "") -> None:
-        idle = self.idle[label]
-        client = idle.pop() if idle else run_client(self.environment, url, target=label)
-        record = send(self.environment, client, req, self.models[label], send_lag_s=time.perf_counter() - scheduled)
-        if record.error_category != ErrorCategory.CANCELLED:
-            idle.append(client)
-        else:
-            client.close()
-
-    def on_stop(self) -> None:
-        self.pool.kill(block=True, timeout=5)
-        for clients in self.idle.values():
-            for c in clients:
-                c.close()
+            self.send_to_all(req, t0 + next_t)

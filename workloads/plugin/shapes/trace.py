@@ -13,7 +13,6 @@ master ends the run when every worker has finished.
 from __future__ import annotations
 
 import collections
-import copy
 import logging
 import sys
 import time
@@ -23,16 +22,16 @@ from typing import Any, ClassVar
 
 import gevent
 from gevent.pool import Pool
-from locust import User, events, task
+from locust import events, task
 from locust.env import Environment
 from locust.event import Events
 
 from ...client import CompletionRequest, LlmClient
-from ...rundir import EXIT_RUN_FAILED, ErrorCategory
+from ...rundir import EXIT_RUN_FAILED
 from ...traffic.trace import TRACE_WORKLOAD, TraceError, TracePrompts, TraceRow, read_trace
 from ..core import locust_compat
 from ..core.context import context
-from ..users.workload import resolve_model, run_client, run_targets, send
+from .steps import ScheduledSender
 
 __all__ = ["ZERO_OPTION", "TraceUser", "install_trace", "worker_share"]
 
@@ -73,13 +72,12 @@ def _end_run(environment: Environment) -> None:
     gevent.spawn(runner.quit if headless else runner.stop)
 
 
-class TraceUser(User):
+class TraceUser(ScheduledSender):
     """One per process: sends the trace's requests at their recorded times, never waiting for replies."""
 
     fixed_count = 1  # the master of a distributed run makes it one per worker (install_trace)
     workload = TRACE_WORKLOAD
     trace_replay = True
-    _max_in_flight: ClassVar[int] = 10_000
     #: requests built ahead of their send time (each a prompt of up to the trace's longest)
     _ahead: ClassVar[int] = 32
 
@@ -88,10 +86,8 @@ class TraceUser(User):
         self.ctx = context(env)
         opts = self.ctx.options
         self.rows: list[TraceRow] = []
-        self.pool = Pool(self._max_in_flight)
-        self.targets = run_targets(env, self.host)
-        self.idle: dict[str, list[LlmClient]] = {label: [] for label, _ in self.targets}
-        self.models: dict[str, str] = {}
+        self.pool = Pool(1)
+        self.idle: dict[str, list[LlmClient]] = {}
         try:
             if not opts.trace:
                 raise TraceError("trace_replay.py needs --trace FILE (a Mooncake JSONL trace)")
@@ -104,11 +100,7 @@ class TraceUser(User):
             return
         workers = _expected_workers(env)
         self.rows = worker_share(rows, locust_compat.worker_index(env.runner) % workers, workers)
-        self.pool = Pool(self._max_in_flight * len(self.targets))
-        for label, url in self.targets:
-            probe = run_client(env, url, target=label)
-            self.models[label] = resolve_model(env, probe)
-            self.idle[label].append(probe)
+        self.open_targets()
         self._nonce = uuid.uuid4().hex[:8]
         log.info("tokenstorm: replaying %d of the trace's %d requests over %.1f s (--trace-speed %g)",
                  len(self.rows), len(rows), rows[-1].offset_s / opts.trace_speed, opts.trace_speed)  # fmt: skip
@@ -151,24 +143,7 @@ class TraceUser(User):
             if delay > 0:
                 gevent.sleep(delay)
             req.request_id = f"trace-{self._nonce}-{row.line}"  # the trace line it replays (A/B twins share it)
-            for label, url in self.targets:
-                self.pool.spawn(self._send, copy.deepcopy(req) if label != self.targets[-1][0] else req,
-                                scheduled, label, url)  # fmt: skip
-
-    def _send(self, req: CompletionRequest, scheduled: float, label: str = "", url: str = "") -> None:
-        idle = self.idle[label]
-        client = idle.pop() if idle else run_client(self.environment, url, target=label)
-        record = send(self.environment, client, req, self.models[label], send_lag_s=time.perf_counter() - scheduled)
-        if record.error_category != ErrorCategory.CANCELLED:
-            idle.append(client)
-        else:
-            client.close()
-
-    def on_stop(self) -> None:
-        self.pool.kill(block=True, timeout=5)
-        for clients in self.idle.values():
-            for c in clients:
-                c.close()
+            self.send_to_all(req, scheduled)
 
 
 def _check_trace(environment: Environment, **_kw: Any) -> None:
