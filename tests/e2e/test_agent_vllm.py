@@ -2,8 +2,8 @@
 --tool-call-parser hermes``) and ``--enable-prompt-tokens-details``, checked against what it streamed and its own
 ``/metrics``: what each record says of its tool calls and its cached prompt tokens is what the server
 streamed (read by a recording proxy in front of it, parsed here without the client's parser); each follow-up
-step carries back the previous step's calls and a ``tool`` message per call with its id; the records' cached tokens add up to vLLM's
-``prefix_cache_hits`` delta, and the report's hit rate is the ``/metrics`` delta's.
+step carries back the previous step's calls and a ``tool`` message per call with its id; the records'
+cached tokens add up to vLLM's ``prefix_cache_hits`` delta, and the report's hit rate is the ``/metrics`` delta's.
 """
 
 from __future__ import annotations
