@@ -69,6 +69,11 @@ class CompletionRequest:
     #: ``{"type": "function", "function": {"name": ...}}``); sent only when set
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
+    #: checks of the answer (``workloads.traffic.checks``), run after the record is timed; the answer's text
+    #: is kept for them (as ``collect_text``)
+    checks: tuple[Any, ...] = ()
+    #: contract: where in the document its needle fact sits, 0 (start) to 1 (end) (``RequestRecord.needle_depth``)
+    needle_depth: float | None = None
 
     @property
     def path(self) -> str:
@@ -282,10 +287,12 @@ class LlmClient:
             requested_prompt_tokens=req.requested_prompt_tokens,
             session_id=req.session_id,
             step=req.step,
+            needle_depth=req.needle_depth,
         )
         payload = orjson.dumps(body)
         headers = {**self._headers, **req.headers, "X-Request-Id": self._wire_id(record.request_id)}
-        timer = StreamTimer(collect_text=req.collect_text, think_tags=self._think_tags if may_think(req) else None)
+        think_tags = self._think_tags if may_think(req) else None
+        timer = StreamTimer(collect_text=req.collect_text or bool(req.checks), think_tags=think_tags)
         self.last_text = ""
         self.last_answer = Answer()
         conn = self._connection()

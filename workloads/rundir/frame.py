@@ -39,7 +39,7 @@ FRAME_COLUMNS = ("workload", "model", "worker_id", "start_epoch_s", "ok", "statu
                  "error_detail", "prompt_tokens", "output_tokens", "ttft_s", "e2e_s", "tpot_s", "warmup",
                  "send_lag_s", "timing_violation", "target", "token_events", "late_events", "ttft_late",
                  "read_lag_max_s", "session_id", "session_end", "tool_calls", "ttft_tool_s", "tool_call_s",
-                 "tool_call_tokens", "cached_tokens")  # fmt: skip
+                 "tool_call_tokens", "cached_tokens", "check", "check_results", "needle_depth")  # fmt: skip
 _EXACT_BELOW_US = 1 << 20
 _HIGH_RATIO = 1.0001
 _HIGH_BINS = int(np.ceil(np.log(2**31 / _EXACT_BELOW_US) / np.log(_HIGH_RATIO))) + 1
@@ -236,7 +236,7 @@ def _frame_and_source(batches: Callable[[list[str]], Iterator[pa.RecordBatch]]) 
 
 
 _STRING_COLUMNS = frozenset({"workload", "model", "worker_id", "error_category", "error_detail", "timing_violation",
-                             "target"})  # fmt: skip
+                             "target", "check", "check_results"})  # fmt: skip
 #: strings unique to a few requests each (a session's id): a 63-bit key per row (-1: none or empty), not a
 #: categorical whose millions of categories would cost ~100 bytes each as Python strings
 _KEY_COLUMNS = frozenset({"session_id"})
@@ -255,7 +255,7 @@ def _key(value: str | None) -> int:
 #: (NaN: not reported, or an older record without them)
 _DTYPES = {"ok": np.bool_, "warmup": np.bool_, "status_code": np.float32, "send_lag_s": np.float32,
            "session_end": np.bool_, "tool_calls": np.float32, "tool_call_tokens": np.float32,
-           "cached_tokens": np.float32, "session_id": np.int64}  # fmt: skip
+           "cached_tokens": np.float32, "session_id": np.int64, "needle_depth": np.float32}  # fmt: skip
 
 
 def read_requests_frame(run_dir: Path | str) -> tuple[pd.DataFrame, ItlSource]:

@@ -141,6 +141,18 @@ class RequestRecord:
     #: prompt tokens the server found in its prefix cache (``usage.prompt_tokens_details.cached_tokens``;
     #: vLLM needs ``--enable-prompt-tokens-details``); ``None``: not reported
     cached_tokens: int | None = None
+    #: the answer's checks (``workloads.traffic.checks``): ``None`` none applied (or the request failed),
+    #: ``"pass"``, else the name of the first check that failed
+    check: str | None = None
+    #: every check that applied, ``name:pass`` or ``name:fail``, comma-separated
+    check_results: str = ""
+    #: why the first failed check failed (at most 200 characters)
+    check_detail: str | None = None
+    #: contract: where the needle fact sat in the document, 0 (start) to 1 (end)
+    needle_depth: float | None = None
+    #: a failed answer's text (up to 2,000 characters; secrets masked), kept for a bounded sample of the failed
+    #: records per workload and check so that a report can show what went wrong
+    answer_sample: str | None = None
     #: set only when the record breaks ``ttfc <= ttft <= e2e <= done`` or has a negative gap —
     #: a measurement bug, counted in run.json (``timing_violations``), never expected
     timing_violation: str | None = None

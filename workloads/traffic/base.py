@@ -43,6 +43,8 @@ class WorkloadSettings:
     wait_s: tuple[float, float] = (1.0, 3.0)  # between a user's sessions (--wait-time overrides)
     #: one model's own settings (``TrafficModel.own_settings``), by name
     extra: dict[str, Any] = field(default_factory=dict)
+    #: users' own checks of this workload's answers (a workload file's ``checks: [module:function]``, loaded)
+    checks: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from locust.env import Environment
 from ...rundir import REQUESTS_FILE, SEGMENTS_DIR, RecordWriter, RequestRecord, RunMeta, write_run_meta
 from ...rundir.secrets import authorization_header, secret_forms, split_credentials
 from ...traffic import MODELS, TrafficModel
+from ...traffic.checks import FailedAnswers
 from ..export import prometheus as exporter
 from ..web.live import LiveWindow, series_key
 from . import locust_compat
@@ -109,6 +110,8 @@ class RunContext:
     #: records of this process that broke the timing invariant (a bug; logged once)
     timing_violations: int = 0
     gc_watch: GcWatch = field(default_factory=GcWatch)
+    #: the failed answers this process keeps on their records (a bounded sample per workload and check)
+    failed_answers: FailedAnswers = field(default_factory=FailedAnswers)
     _builders: dict[str, TrafficModel] = field(default_factory=dict)
     options: RunOptions = field(default_factory=RunOptions)
     #: the host the API key was given for, and the key (never written anywhere)

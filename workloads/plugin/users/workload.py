@@ -26,6 +26,7 @@ from locust.exception import StopUser
 from ...client import CompletionRequest, LlmClient, TargetError
 from ...rundir import ErrorCategory, RequestRecord
 from ...traffic import MODELS, TrafficModel, WorkloadSettings
+from ...traffic.checks import check_record
 from ..core import locust_compat
 from ..core.context import context
 from ..core.options import RunOptions
@@ -86,6 +87,10 @@ def send(environment: Environment, client: LlmClient, req: CompletionRequest, mo
     """Send ``req`` with the run's options, keep its record, show it in the live stats."""
     ctx = context(environment)
     record = client.complete(apply_run_options(ctx.options, req, default_max_tokens), model)
+    # The answer's checks: after its last byte was read and its record timed, before the record is kept.
+    settings = ctx.workload_settings.get(req.workload)
+    check_record(record, req, client.last_answer, settings.checks if settings is not None else (),
+                 ctx.failed_answers, ctx.secrets())  # fmt: skip
     if send_lag_s is not None:
         record.send_lag_s = max(0.0, send_lag_s)
     ctx.emit(record)

@@ -1,0 +1,103 @@
+"""Checks of natural-language answers: the script they are written in, degenerate repetition, and whether
+the answer ended on its own (or at ``max_tokens``) rather than being cut short.
+
+Text is counted in *units*: a run of Latin letters (a word) is one unit, each CJK character one unit —
+so an English answer and a Chinese one of the same length weigh alike.
+"""
+
+from __future__ import annotations
+
+import re
+
+from . import Check, Reply, named
+
+__all__ = ["CJK", "complete", "repetition", "script", "script_of", "units"]
+
+#: CJK ideographs (unified, extension A, compatibility), kana and hangul: what "Chinese" script means here
+CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_UNIT = re.compile(rf"[{CJK}]|[^\W\d_{CJK}]+")
+_CJK_CHAR = re.compile(rf"[{CJK}]")
+#: an English answer may quote a few CJK words (a name, a term); a Chinese one, English words
+EN_MAX_CJK = 0.10
+ZH_MIN_CJK = 0.50
+#: a repeated-n-gram ratio above this, over at least ``REPEAT_MIN_UNITS`` units, is degenerate repetition
+REPEAT_N = 3
+REPEAT_MAX_RATIO = 0.5
+REPEAT_MIN_UNITS = 20
+
+
+def units(text: str) -> list[str]:
+    """``text``'s words (runs of letters) and CJK characters, in order."""
+    return _UNIT.findall(text)
+
+
+def cjk_share(text: str) -> float | None:
+    """The share of ``text``'s units that are CJK characters (``None``: it has none of either)."""
+    found = units(text)
+    if not found:
+        return None
+    return sum(1 for u in found if _CJK_CHAR.fullmatch(u)) / len(found)
+
+
+def script_of(text: str) -> str:
+    """``"zh"`` when at least a third of ``text``'s units are CJK, else ``"en"``."""
+    share = cjk_share(text)
+    return "zh" if share is not None and share >= 1 / 3 else "en"
+
+
+def script(expected: str) -> Check:
+    """The answer is written in ``expected`` (``"en"`` or ``"zh"``, the prompt's script)."""
+
+    def check(reply: Reply) -> bool | str | None:
+        share = cjk_share(reply.text)
+        if share is None:
+            return None  # no words at all (tool calls only): nothing to judge
+        if expected == "zh" and share < ZH_MIN_CJK:
+            return f"asked in Chinese, answered {share:.0%} CJK (needs {ZH_MIN_CJK:.0%})"
+        if expected != "zh" and share > EN_MAX_CJK:
+            return f"asked in English, answered {share:.0%} CJK (at most {EN_MAX_CJK:.0%})"
+        return True
+
+    return named("script", check)
+
+
+def repeated_ratio(text: str, n: int = REPEAT_N) -> float | None:
+    """1 − distinct n-grams / n-grams of ``text``'s units (``None``: under ``REPEAT_MIN_UNITS`` units)."""
+    found = [u.casefold() for u in units(text)]
+    if len(found) < max(REPEAT_MIN_UNITS, n):
+        return None
+    grams = [tuple(found[i : i + n]) for i in range(len(found) - n + 1)]
+    return 1 - len(set(grams)) / len(grams)
+
+
+def repetition() -> Check:
+    """The answer does not loop: at most ``REPEAT_MAX_RATIO`` of its word trigrams are repeats."""
+
+    def check(reply: Reply) -> bool | str | None:
+        ratio = repeated_ratio(reply.text)
+        if ratio is None:
+            return None
+        if ratio > REPEAT_MAX_RATIO:
+            return f"{ratio:.0%} of its {REPEAT_N}-grams are repeats (at most {REPEAT_MAX_RATIO:.0%})"
+        return True
+
+    return named("repetition", check)
+
+
+def complete() -> Check:
+    """The answer ended on its own (``stop``, ``tool_calls``), or at ``max_tokens`` — not cut short: no
+    ``length`` finish before ``max_tokens`` (the context window ran out), no ``abort``, no empty answer."""
+
+    def check(reply: Reply) -> bool | str | None:
+        finish = reply.finish_reason
+        if not reply.text.strip() and not reply.tool_calls:
+            return f"empty answer (finish_reason {finish})"
+        if finish in ("stop", "tool_calls"):
+            return True
+        if finish == "length":
+            if reply.max_tokens is None or reply.output_tokens is None or reply.output_tokens >= reply.max_tokens:
+                return True
+            return f"cut at {reply.output_tokens} of {reply.max_tokens} max_tokens (finish_reason length)"
+        return f"finish_reason {finish}"
+
+    return named("complete", check)
