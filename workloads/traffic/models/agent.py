@@ -24,6 +24,7 @@ from typing import Any
 
 from ...client.client import CompletionRequest
 from ..base import Option, OwnSetting, Session, TrafficModel, WorkloadSettings
+from ..checks.tools import tool_args, tool_exists
 from ..lengths import LengthDist
 from ..tokens import TokenCounter
 from .code import _code_sources
@@ -180,6 +181,9 @@ class Agent(TrafficModel):
         assert settings.prompt_tokens is not None  # the agent always has a context length
         self.context_tokens = settings.prompt_tokens
         self._prefix = {p.name: self._shared_prefix(p) for p in self.profiles}
+        # Each step's answer: the tools it calls were offered, their arguments meet the tools' schemas.
+        self._checks = {p.name: (tool_exists(self._prefix[p.name][1]), tool_args(self._prefix[p.name][1]))
+                        for p in self.profiles}  # fmt: skip
 
     # -- the shared prefix ----------------------------------------------------------------------
     def _shared_prefix(self, profile: AgentProfile) -> tuple[str, list[dict[str, Any]], int]:
@@ -213,7 +217,8 @@ class Agent(TrafficModel):
         tokens = self.counter.count(system) + self._tools_tokens(tools) + self.counter.count(context + task)
         steps = self.steps.sample(rng)
         for step in range(steps):
-            answer = yield self.request(rng, history, tools, tokens, final=step == steps - 1)
+            answer = yield self.request(rng, history, tools, tokens, final=step == steps - 1,
+                                        checks=self._checks[profile.name])  # fmt: skip
             if answer is None or not answer.tool_calls or step == steps - 1:
                 return  # failed, answered without a tool, or the task's last step
             raw = [_call(c, f"call_{step}_{i}") for i, c in enumerate(answer.tool_calls)]
@@ -228,12 +233,13 @@ class Agent(TrafficModel):
                 tokens += self.counter.count(result)
 
     def request(self, rng: random.Random, history: list[dict[str, Any]], tools: list[dict[str, Any]],
-                prompt_tokens: int, final: bool = False) -> CompletionRequest:  # fmt: skip
+                prompt_tokens: int, final: bool = False,
+                checks: tuple[Any, ...] = ()) -> CompletionRequest:  # fmt: skip
         """The request of the next step, given the history so far."""
         return CompletionRequest(
             workload=self.config.name, endpoint="chat", messages=list(history),
             max_tokens=self.config.output_tokens.sample(rng), tools=list(tools), tool_choice=self.tool_choice,
-            collect_text=True, final_step=final, requested_prompt_tokens=prompt_tokens,
+            collect_text=True, final_step=final, requested_prompt_tokens=prompt_tokens, checks=checks,
         )  # fmt: skip
 
     def tool_result(self, rng: random.Random, profile: AgentProfile, name: str, arguments: str) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ...client.client import CompletionRequest
 from ..base import Option, Session, TrafficModel, WorkloadSettings
+from ..checks.text import complete, repetition, script, script_of
 from ..datasets import Conversation, load_dataset
 from ..lengths import LengthDist
 from ..tokens import TokenCounter
@@ -109,6 +110,8 @@ class Chat(TrafficModel):
             max_tokens=max_tokens if max_tokens is not None else s.output_tokens.sample(rng),
             extra_body=extra, collect_text=True,
             requested_prompt_tokens=sum(self.counter.count(m["content"]) for m in history),
+            # answered in the script of the turn it answers, not looping, not cut short
+            checks=(script(script_of(history[-1]["content"])), repetition(), complete()),
         )  # fmt: skip
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ...client.client import CompletionRequest
 from ..base import Option, Session, TrafficModel, WorkloadSettings
+from ..checks.code import code_language, python_parses
 from ..lengths import LengthDist
 from ..tokens import TokenCounter
 
@@ -93,11 +94,15 @@ class Code(TrafficModel):
         )
         if use_completions:
             return CompletionRequest(workload=s.name, endpoint="completions", prompt=code, max_tokens=max_tokens,
-                                     stop=list(_STOP), requested_prompt_tokens=self.counter.count(code))  # fmt: skip
+                                     stop=list(_STOP), requested_prompt_tokens=self.counter.count(code),
+                                     checks=(code_language(),))  # fmt: skip
         text = _SKILL_PROMPTS[skill].format(code=code)
+        # English Python asked for: English identifiers and comments; whole test functions must parse.
+        checks = (code_language(), python_parses()) if skill == "unit_test" else (code_language(),)
         return CompletionRequest(
             workload=s.name, endpoint="chat", messages=[{"role": "user", "content": text}], max_tokens=max_tokens,
             stop=["```\n\n"] if skill == "complete" else None, requested_prompt_tokens=self.counter.count(text),
+            checks=checks,
         )  # fmt: skip
 
 

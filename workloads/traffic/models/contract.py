@@ -9,9 +9,11 @@ from __future__ import annotations
 import random
 from functools import cache
 from importlib import resources
+from typing import Any
 
 from ...client.client import CompletionRequest
-from ..base import Option, Session, TrafficModel, WorkloadSettings
+from ..base import Option, OwnSetting, Session, TrafficModel, WorkloadSettings
+from ..checks.needle import make_needle, needle
 from ..lengths import LengthDist
 from ..tokens import TokenCounter
 
@@ -65,6 +67,29 @@ def _document(lang: str, rng: random.Random, tokens: int, counter: TokenCounter,
     return counter.truncate("\n\n".join(parts), tokens)
 
 
+def _parse_on_off(value: Any) -> bool:
+    word = str(value).strip().lower()
+    if word in ("on", "true", "yes", "1"):
+        return True
+    if word in ("off", "false", "no", "0"):
+        return False
+    raise ValueError(f"needle must be on or off, not {value!r}")
+
+
+def _parse_depth(value: Any) -> tuple[float, float]:
+    """``D`` or ``LO-HI``, each 0 (the document's start) to 1 (its end)."""
+    text = str(value).strip()
+    lo_text, _, hi_text = text.partition("-")
+    try:
+        lo = float(lo_text)
+        hi = float(hi_text) if hi_text else lo
+    except ValueError:
+        raise ValueError(f"needle_depth must be D or LO-HI between 0 and 1, e.g. 0-1 or 0.9, not {text!r}") from None
+    if not 0 <= lo <= hi <= 1:
+        raise ValueError(f"needle_depth must be D or LO-HI between 0 and 1 with LO <= HI, not {text!r}")
+    return lo, hi
+
+
 def _prompt(settings: WorkloadSettings) -> LengthDist:
     assert settings.prompt_tokens is not None  # contract always has a prompt length
     return settings.prompt_tokens
@@ -76,8 +101,10 @@ class Contract(TrafficModel):
     name = "contract"
     description = "contract analysis: long documents (en/zh), structured review, shared prefix"
     defaults = WorkloadSettings("contract", 1, LengthDist.parse(512), LengthDist.parse("uniform:2000-8000"),
-                                shared_prefix=0.5, wait_s=(1.0, 5.0))  # fmt: skip
+                                shared_prefix=0.5, wait_s=(1.0, 5.0),
+                                extra={"needle": True, "needle_depth": None})  # fmt: skip
     settings = frozenset({"prompt_tokens", "output_tokens", "shared_prefix", "languages", "wait_s"})
+    own_settings = (OwnSetting("needle", _parse_on_off), OwnSetting("needle_depth", _parse_depth))
     options = (
         Option("prompt-tokens", "prompt_tokens", "Contract prompt length, e.g. uniform:2000-8000, 32000 "
                "(default uniform:2000-8000)"),
@@ -85,6 +112,11 @@ class Contract(TrafficModel):
         Option("shared-prefix", "shared_prefix", "Share of each contract identical across requests, 0-1, "
                "to exercise prefix caching (default 0.5)"),
         Option("languages", "languages", "en, zh or en,zh (default en,zh)"),
+        Option("needle", "needle", "on (default) or off: hide a unique fact (an account number, amount, date or "
+               "party) in each contract, ask for it, and check the answer names it (the needle check)"),
+        Option("needle-depth", "needle_depth", "Where the needle sits, 0 (the document's start) to 1 (its end): "
+               "D or LO-HI, drawn uniformly. Default: anywhere after the shared prefix, which a needle would "
+               "end (0-1 with a shared prefix trades prefix-cache hits for depth coverage)"),
     )  # fmt: skip
 
     def __init__(self, settings: WorkloadSettings, counter: TokenCounter, seed: int = 0) -> None:
@@ -94,6 +126,9 @@ class Contract(TrafficModel):
         self._shared = {lang: _document(lang, random.Random(f"shared/{seed}/{lang}"), shared_tokens, counter)
                         if shared_tokens else "" for lang in settings.languages}  # fmt: skip
         self._system_tokens = counter.count(CONTRACT_SYSTEM)
+        extra = {**self.defaults.extra, **settings.extra}
+        self._needle: bool = extra["needle"]
+        self._depth: tuple[float, float] | None = extra["needle_depth"]
 
     def session(self, rng: random.Random) -> Session:
         """One review request."""
@@ -104,19 +139,32 @@ class Contract(TrafficModel):
         s = self.config
         lang = rng.choice(s.languages)
         target = _prompt(s).sample(rng)
-        review = _REVIEW[lang]
+        fact = make_needle(lang, rng) if self._needle else None
+        review = _REVIEW[lang] + ((" " if lang == "en" else "") + fact.question if fact else "")
         budget = max(1, target - self._system_tokens - self.counter.count(review) - 8)
+        if fact:
+            budget = max(1, budget - self.counter.count(fact.fact) - 1)
         shared = self.counter.truncate(self._shared[lang], budget) if self._shared[lang] else ""
         rest = budget - (self.counter.count(shared) if shared else 0)
         unique = _document(lang, rng, rest, self.counter, start_article=1000) if rest > 0 else ""
-        doc = "\n\n".join(p for p in (shared, unique) if p)
-        user = f"{doc}\n\n{review}"
+        own = shared.count("\n\n") + 1 if shared else 0  # the shared prefix's paragraphs
+        paras = [p for p in "\n\n".join(p for p in (shared, unique) if p).split("\n\n") if p]
+        depth = None
+        if fact:
+            # The fact as a paragraph of its own, at a depth drawn from needle_depth (by paragraphs), by
+            # default after the shared prefix (a unique paragraph inside it would end the cacheable part).
+            at = round(rng.uniform(*self._depth) * len(paras)) if self._depth else rng.randint(own, len(paras))
+            paras.insert(at, fact.fact)
+            depth = at / max(1, len(paras) - 1)
+        user = "\n\n".join(paras) + f"\n\n{review}"
         return CompletionRequest(
             workload=s.name,
             endpoint="chat",
             messages=[{"role": "system", "content": CONTRACT_SYSTEM}, {"role": "user", "content": user}],
             max_tokens=s.output_tokens.sample(rng),
             requested_prompt_tokens=self._system_tokens + self.counter.count(user),
+            checks=(needle(fact),) if fact else (),
+            needle_depth=depth,
         )
 
 
