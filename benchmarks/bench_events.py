@@ -14,6 +14,10 @@ the report at the end left out): events are the emulator's ``vllm:generation_tok
 delta over the window (one token per SSE event here; requests are counted when they end, so a
 window of N seconds is off by at most the tokens in flight, ~3% at 15 s), CPU is the client
 process's user+system time over the same window (psutil). Issue #9's target: >= 1.5x vLLM's.
+
+``--before REF`` adds tokenstorm as it was at git commit ``REF`` (a temporary worktree), run in turn with
+today's in the same emulator set-up: the ratio of the two says what a change cost per event (issue #23's
+target: answer checks within 3%). ``--skip-vllm`` leaves vLLM's client out (no ``.venv-vllm`` needed).
 """
 
 from __future__ import annotations
@@ -64,11 +68,13 @@ def _pin(core: int):  # type: ignore[no-untyped-def]
 
 
 def _measure(
-    cmd: list[str], url: str, streams: int, warmup_s: float, window_s: float, cwd: Path
+    cmd: list[str], url: str, streams: int, warmup_s: float, window_s: float, cwd: Path, pythonpath: str = ""
 ) -> tuple[float, float, float]:
     """Run ``cmd``; once all its streams run (+ ``warmup_s``), over ``window_s`` return
     (events, client CPU s, wall s). Start-up (vLLM's imports take ~15 s) is left out."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
     log = (cwd / "client.log").open("w")  # a file, not a pipe: a full pipe would stall the client
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env,
                             preexec_fn=_pin(0), start_new_session=True)  # fmt: skip
@@ -106,7 +112,12 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=3.0, help="seconds after all streams run before the window")
     ap.add_argument("--window", type=float, default=15.0)
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--before", metavar="REF", help="also run tokenstorm as of git commit REF, in turn")
+    ap.add_argument("--skip-vllm", action="store_true", help="leave vLLM's client out")
     args = ap.parse_args()
+    if args.skip_vllm:
+        _ours_only(args)
+        return
     if not VLLM_PYTHON.exists():
         raise SystemExit(f"no vLLM venv at {VLLM_PYTHON} (scripts/test.sh makes it) — `vllm bench serve` is needed")
     with tempfile.TemporaryDirectory(prefix="bench-events-") as tmp_s:
@@ -146,6 +157,52 @@ def main() -> None:
                       f"of a core, {events / cpu:9,.0f} events per CPU-second", flush=True)  # fmt: skip
             ratio = rates["tokenstorm (Locust)"] / rates["vllm bench serve"]
             print(f"  run {i + 1} ratio tokenstorm / vllm bench serve: {ratio:.2f}x", flush=True)
+
+
+def _locust(root: Path, url: str, args: argparse.Namespace, run_dir: Path) -> list[str]:
+    run_s = args.warmup + args.window + 30
+    return [
+        sys.executable, "-m", "locust", "-f", str(root / "locustfiles" / "chat.py"), "--headless",
+        "--only-summary", "--host", url, "-u", str(args.streams), "-r", str(args.streams),
+        "-t", f"{run_s:.0f}s", "--chat-turns", "1", "--chat-think-time", "0-0", "--wait-time", "0",
+        "--max-tokens", str(args.tokens), "--ignore-eos", "--run-dir", str(run_dir),
+    ]  # fmt: skip
+
+
+def _ours_only(args: argparse.Namespace) -> None:
+    """Today's tokenstorm, and (``--before``) the one at REF, alternating, with no vLLM client."""
+    with tempfile.TemporaryDirectory(prefix="bench-events-") as tmp_s:
+        tmp = Path(tmp_s)
+        clients = [("tokenstorm now", ROOT)]
+        if args.before:
+            tree = tmp / "before"
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), args.before],
+                           check=True, capture_output=True)  # fmt: skip
+            clients.append((f"tokenstorm {args.before[:10]}", tree))
+        emu_args = ("--ttft-ms", "50", "--itl-ms", f"{args.itl_ms:g}", "--prefill-us-per-token", "0",
+                    "--max-num-seqs", str(args.streams * 2))  # fmt: skip
+        print(f"{args.streams} streams of {args.tokens} tokens at {args.itl_ms:g} ms/token from the emulator; "
+              f"window {args.window:g} s, {args.warmup:g} s after all streams run")  # fmt: skip
+        rates: dict[str, list[float]] = {name: [] for name, _ in clients}
+        try:
+            for i in range(args.repeat):
+                for name, root in clients if i % 2 == 0 else clients[::-1]:
+                    with EmulatorProcess(*emu_args) as emu:
+                        if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
+                            os.sched_setaffinity(emu._proc.pid, {1})
+                        cmd = _locust(root, emu.url, args, tmp / "runs")
+                        events, cpu, wall = _measure(cmd, emu.url, args.streams, args.warmup, args.window, tmp,
+                                                     pythonpath=str(root))  # fmt: skip
+                    rates[name].append(events / cpu)
+                    print(f"  run {i + 1} {name:22} {events / wall:9,.0f} events/s, client CPU {cpu / wall:5.0%} "
+                          f"of a core, {events / cpu:9,.0f} events per CPU-second", flush=True)  # fmt: skip
+        finally:
+            if args.before:
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tmp / "before")],
+                               capture_output=True)  # fmt: skip
+        if args.before:
+            now, before = (sorted(rates[n])[len(rates[n]) // 2] for n, _ in clients)
+            print(f"  median events per CPU-second, now / {args.before[:10]}: {now / before:.3f}", flush=True)
 
 
 if __name__ == "__main__":

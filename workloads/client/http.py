@@ -22,31 +22,23 @@ from __future__ import annotations
 import contextlib
 import socket
 import struct
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
 
-import gevent.socket
-import gevent.ssl
 import httptools
 
+from .sockets import SO_TIMESTAMPNS as _SO_TIMESTAMPNS
+from .sockets import idle_and_open, kernel_timestamps_supported, open_socket
 from .stamps import WALL_TO_PERF
 
 __all__ = ["HttpConnection", "HttpResponse", "ProtocolError", "kernel_timestamps_supported"]
 
 _BLOCK = 65536
-# Linux SO_TIMESTAMPNS (= SCM_TIMESTAMPNS): the kernel stamps each received packet with
-# CLOCK_REALTIME. Python's socket module does not export the constant.
-_SO_TIMESTAMPNS = 35 if sys.platform.startswith("linux") else None
 _TIMESPEC = struct.Struct("qq")
 _unpack_timespec = _TIMESPEC.unpack_from
 _SOL_SOCKET = socket.SOL_SOCKET
 _CMSG_SPACE = 64
-
-
-#: the send buffer asked for (the kernel caps it at net.core.wmem_max and doubles it)
-_SEND_BUFFER = 4 << 20
 
 
 class _NothingBack(Exception):
@@ -55,11 +47,6 @@ class _NothingBack(Exception):
 
 class ProtocolError(Exception):
     """The peer did not speak HTTP/1.1 as expected (the message says how)."""
-
-
-def kernel_timestamps_supported() -> bool:
-    """Whether this platform can stamp reads with the kernel's receive time."""
-    return _SO_TIMESTAMPNS is not None
 
 
 class _ResponseState:
@@ -221,46 +208,14 @@ class HttpConnection:
 
     # -- connection -----------------------------------------------------------------------
     def _connect(self) -> None:
-        sock = gevent.socket.create_connection((self.host, self.port), timeout=self._connect_timeout_s)
-        try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            # A request goes to the kernel whole (agent histories and long documents are 20-500 KB): with the
-            # default 16 KB send buffer, sendall waits for the server to read, and the client cannot tell that
-            # wait from being descheduled mid-send (what send_s flags as a late TTFT). Capped by wmem_max.
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _SEND_BUFFER)
-            self._kernel_stamps = False
-            if self._want_kernel_stamps:
-                try:
-                    sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
-                    self._kernel_stamps = True
-                except OSError:
-                    self._kernel_stamps = False
-            if self._ssl:
-                ctx = gevent.ssl.create_default_context()
-                sock = ctx.wrap_socket(sock, server_hostname=self.host)
-            sock.settimeout(self._read_timeout_s)
-        except BaseException:
-            sock.close()
-            raise
-        self._sock = sock
+        opened = open_socket(self.host, self.port, self._connect_timeout_s, self._read_timeout_s,
+                             self._want_kernel_stamps, self._ssl)  # fmt: skip
+        self._sock, self._kernel_stamps = opened
         self.connects += 1
 
     def _alive(self) -> bool:
         """Whether a kept-alive socket is still open (the server may have timed it out)."""
-        if self._ssl:
-            return True  # a peek would read TLS records; a failed first read is retried instead
-        sock = self._sock
-        # Timeout 0: gevent raises at once instead of waiting for the socket to become readable.
-        sock.settimeout(0.0)
-        try:
-            sock.recv(1, socket.MSG_PEEK)
-        except (BlockingIOError, InterruptedError):
-            return True  # nothing to read: idle and open
-        except OSError:
-            return False
-        finally:
-            sock.settimeout(self._read_timeout_s)
-        return False  # EOF, or bytes nobody asked for: not reusable either way
+        return self._ssl or idle_and_open(self._sock, self._read_timeout_s)
 
     def close(self) -> None:
         """Close the socket (any unread response on it is discarded with it)."""

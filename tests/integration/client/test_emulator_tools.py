@@ -293,7 +293,11 @@ def test_a_small_cache_forgets_the_least_recently_used_prefix() -> None:
         streams = [_stream(conn, {"messages": [p, _task(0)], "max_tokens": 2}, f"e{i}") for i, p in enumerate(order)]
         conn.close()
     cached = [s.usage["prompt_tokens_details"]["cached_tokens"] for s in streams]
-    assert cached[0] == 0 and cached[1] > 800 and cached[2] == 0 and cached[3] == 0  # the other evicted it
+    assert cached[0] == 0 and cached[1] > 800 and cached[2] == 0
+    # The other prompt's blocks evicted the first one's from its tail, as vLLM frees a request's blocks (last
+    # first): only the head blocks it left room for are still there.
+    other_blocks = streams[2].usage["prompt_tokens"] // 16
+    assert cached[3] == (64 - other_blocks) * 16 < cached[1]
 
 
 def test_tokenstorms_client_records_what_the_emulator_streamed() -> None:

@@ -133,15 +133,15 @@ def test_stamps_follow_a_wall_clock_that_is_slewed(serve) -> None:  # type: igno
 def test_connecting_is_not_inside_ttft(serve, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A new connection's lookup and handshake (50 ms here) happen before the request's clock starts:
     TTFT is the server's (~5 ms to the first token), the connect is kept apart in ``connect_s``."""
-    from workloads.client import http
+    from workloads.client import sockets
 
-    real = http.gevent.socket.create_connection
+    real = sockets.gevent.socket.create_connection
 
     def slow_connect(*args, **kwargs):  # type: ignore[no-untyped-def]
         gevent.sleep(0.050)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(http.gevent.socket, "create_connection", slow_connect)
+    monkeypatch.setattr(sockets.gevent.socket, "create_connection", slow_connect)
     record = _complete(serve(_paced).port)
     assert record.ok, record.error_detail
     assert record.connect_s is not None and record.connect_s >= 0.045
