@@ -12,6 +12,7 @@ file                 type                         written by                    
 ``capacity.json``    ``CapacityResult``           plugin (``capacity``)                    ``read_capacity``
 ``sweep.json``       ``SweepResult``              plugin (``sweep``)                       ``read_sweep``
 ``summary.json``     dict (vLLM bench names)      ``reports``                              ``read_summary``
+``probes.jsonl``     ``ProbeLine`` per line       plugin (``quality``)                     ``read_probes``
 ===================  ===========================  =======================================  =========================
 
 This package imports nothing else of tokenstorm: every other layer may use it.
@@ -56,6 +57,7 @@ from .meta import (
     write_run_meta,
     write_summary,
 )
+from .probes import PROBES_FILE, ProbeLine, consistency_counts, read_probes
 from .records import LATE_EVENT_S, RECORD_SCHEMA_VERSION, ErrorCategory, RecordTail, RecordWriter, RequestRecord
 from .samples import MONITOR_SCHEMA_VERSION, GpuSample, MonitorGap, ServerSample, read_samples, to_line
 from .sweep import (
@@ -109,6 +111,7 @@ __all__ = [
     "LATE_EVENT_S",
     "LOAD_FILE",
     "MONITOR_SCHEMA_VERSION",
+    "PROBES_FILE",
     "RECORDS_FORMAT_VERSION",
     "RECORD_SCHEMA_VERSION",
     "REPORT_FILE",
@@ -132,6 +135,7 @@ __all__ = [
     "LoadSample",
     "LoadWriter",
     "MonitorGap",
+    "ProbeLine",
     "RecordTail",
     "RecordWriter",
     "RequestRecord",
@@ -142,11 +146,13 @@ __all__ = [
     "SweepResult",
     "SweepVerdict",
     "compact_segments",
+    "consistency_counts",
     "export_jsonl",
     "frame_from_rows",
     "iter_batches",
     "read_capacity",
     "read_load",
+    "read_probes",
     "read_records",
     "read_requests_frame",
     "read_run_meta",

@@ -10,6 +10,9 @@ A workload file (``--workload-file mix.yaml``) defines a mix without code::
       agent:    {weight: 1, profiles: [coding], tool_choice: required, steps: "uniform:4-12",
                  tool_result_tokens: {read_file: "lognormal:3000,0.5"}}
 
+Any workload may add users' own checks of its answers, ``checks: ["mychecks:no_apology"]``
+(:mod:`.user_checks`), loaded with the file.
+
 It is validated before any traffic; an error names the file, the line and the reason (a binary
 file: its first byte that is not UTF-8 text; a leading BOM is allowed). Each
 traffic model accepts only the settings it uses (``TrafficModel.settings``) and its own
@@ -29,6 +32,7 @@ from .base import WorkloadSettings
 from .datasets import read_text_file
 from .lengths import LengthDist
 from .models import MODELS
+from .user_checks import load_user_check, user_check_search_path
 
 __all__ = ["WorkloadFileError", "apply_workload_file", "default_settings", "settings_from_options"]
 
@@ -124,12 +128,15 @@ def settings_from_options(opts: Any) -> dict[str, WorkloadSettings]:
             settings[name] = replace(settings[name], weight=int(w))
     path = getattr(opts, "workload_file", "") or ""
     if path:
-        settings = apply_workload_file(Path(path), settings)
+        locustfiles = [Path(f) for f in str(getattr(opts, "locustfile", "") or "").split(",") if f.strip()]
+        settings = apply_workload_file(Path(path), settings, locustfiles)
     return settings
 
 
-def apply_workload_file(path: Path, settings: dict[str, WorkloadSettings]) -> dict[str, WorkloadSettings]:
-    """Override ``settings`` from a workload file; validate everything first."""
+def apply_workload_file(path: Path, settings: dict[str, WorkloadSettings],
+                        locustfiles: list[Path] | None = None) -> dict[str, WorkloadSettings]:  # fmt: skip
+    """Override ``settings`` from a workload file; validate everything first. ``locustfiles``: the run's, whose
+    folders users' own checks (``checks:``) are imported from too."""
     text = read_text_file(path, WorkloadFileError, "workload file", _YAML)
     try:
         root = yaml.compose(text)
@@ -155,10 +162,13 @@ def apply_workload_file(path: Path, settings: dict[str, WorkloadSettings]) -> di
                                     f"(known: {', '.join(MODELS)})")  # fmt: skip
         if not isinstance(conf, yaml.MappingNode):
             raise WorkloadFileError(f"{path}:{conf.start_mark.line + 1}: {name}: expected key: value settings")
-        known = MODELS[name].setting_names()
+        known = MODELS[name].setting_names() | {"checks"}
         for key_node, value_node in conf.value:
             key = {"think_time": "think_time_s", "wait": "wait_s"}.get(key_node.value, key_node.value)
             line = key_node.start_mark.line + 1
+            if key == "checks":
+                out[name] = replace(out[name], checks=_user_checks(path, name, line, value_node, locustfiles or []))
+                continue
             if key not in known:
                 raise WorkloadFileError(f"{path}:{line}: {name}: unknown setting {key_node.value!r} "
                                         f"(settings of {name}: {', '.join(sorted(known))})")  # fmt: skip
@@ -179,3 +189,20 @@ def apply_workload_file(path: Path, settings: dict[str, WorkloadSettings]) -> di
                 converted = str(candidate) if candidate.exists() else converted
             out[name] = replace(out[name], **{key: converted})
     return out
+
+
+def _user_checks(path: Path, workload: str, line: int, node: yaml.Node, locustfiles: list[Path]) -> tuple[Any, ...]:
+    """A workload's ``checks:`` (a list of ``module:function``, or one), each loaded; the error names its line."""
+    items = node.value if isinstance(node, yaml.SequenceNode) else [node]
+    if not isinstance(node, (yaml.SequenceNode, yaml.ScalarNode)):
+        raise WorkloadFileError(f"{path}:{line}: {workload}.checks: expected a list of module:function, "
+                                "e.g. [mychecks:no_apology]")  # fmt: skip
+    user_check_search_path(path, locustfiles)
+    checks: list[Any] = []
+    for item in items:
+        entry = yaml.safe_load(yaml.serialize(item))
+        try:
+            checks.append(load_user_check(entry, {c.check_name for c in checks}))
+        except ValueError as exc:
+            raise WorkloadFileError(f"{path}:{item.start_mark.line + 1}: {workload}.checks: {exc}") from None
+    return tuple(checks)

@@ -152,6 +152,10 @@ VERDICT = Topic("SLOs & verdict", (
          "said everywhere but the SLOs alone set the verdict", "fail", choices=("fail", "warn")),
     Flag("--allow-lost-workers", "A worker lost mid-run does not make the run incomplete (exit code 4)", False,
          switch=True),
+    Flag("--consistency-probes", "Answer consistency: N fixed short prompts (English and Chinese, temperature 0, "
+         "32 tokens) sent before the load and again under it, per target; the share of answers that changed is "
+         "measured (RUN_DIR/probes.jsonl; SLO consistency_changed). 0: off", "",
+         shown_default="0; 8 when the SLO file sets consistency_changed"),
 ))  # fmt: skip
 
 MONITORS = Topic("Monitors", (

@@ -22,6 +22,7 @@ from ...rundir import EXIT_RUN_FAILED
 from ...rundir.gpus import read_gpus
 from ...rundir.secrets import split_credentials
 from ..export import prometheus as exporter
+from ..quality import probes
 from ..shapes import soak
 from ..users.workload import WorkloadUser, run_targets
 from ..web.webui import extend_web_ui
@@ -73,6 +74,7 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
         return
     say_worker_port(environment)
     load_slo_spec_or_exit(environment, ctx)
+    probes.install(environment)
     shape = type(environment.shape_class).__name__ if environment.shape_class is not None else ""
     if shape in ("SweepShape", "CapacitySearchShape") and any(getattr(u, "open_loop", False)
                                                                 for u in environment.user_classes):  # fmt: skip
@@ -155,6 +157,8 @@ def _on_test_start(environment: Environment, **_kw: Any) -> None:
     # before the run's clock starts; the GPUs come from the monitor at the end.
     ctx.deployment = capture_run_deployment(environment, ctx) if not problem else {}
     ctx.gpus = []
+    if not problem:  # the answers to compare with those under load, before any user and the run's clock
+        probes.probes_before_load(environment, ctx)
     label = Path(ctx.options.locustfile).stem
     run_dir = ctx.start(Path(ctx.options.run_dir), label + ("_SIMULATED" if ctx.simulated else ""))
     ctx.problem = problem
@@ -168,6 +172,7 @@ def _on_test_start(environment: Environment, **_kw: Any) -> None:
         if runner is not None:
             gevent.spawn_later(0.1, runner.quit if opts.headless else runner.stop)
         return
+    probes.probes_kept(environment, run_dir)
     gevent.spawn(_flush_loop, environment, ctx)
     start_monitor(environment, ctx, run_dir)
 
@@ -249,6 +254,7 @@ def _on_test_stopping(environment: Environment, **_kw: Any) -> None:
     ctx = context(environment)
     ctx.stopping = True
     ctx.flushed_workers.clear()
+    probes.stop_probes(environment)  # a pass under load not finished: not measured
 
 
 def _on_test_stop(environment: Environment, **_kw: Any) -> None:

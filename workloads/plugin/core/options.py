@@ -116,6 +116,19 @@ def _extra_body(raw: str) -> dict[str, Any]:
     return extra
 
 
+#: the most consistency probes a pass sends (each is a request before the load and one under it)
+MAX_CONSISTENCY_PROBES = 1000
+
+
+def _probes(raw: str) -> int | None:
+    """``--consistency-probes``: empty (not given) or a whole number 0..MAX_CONSISTENCY_PROBES."""
+    if not raw:
+        return None
+    if not raw.isdigit():
+        raise OptionError(f"--consistency-probes {raw!r}: expected a whole number of probes, e.g. 8 (0: off)")
+    return int(_number("--consistency-probes", raw, minimum=0, cast=int, maximum=MAX_CONSISTENCY_PROBES))
+
+
 def _whole(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(value)
@@ -177,6 +190,8 @@ class RunOptions:
     headless: bool = False
     locustfile: str = "run"
     spawn_rate: float = 1.0
+    #: answer-consistency probes per pass (``None``: not given — 8 when the SLO file sets consistency_changed)
+    consistency_probes: int | None = None
 
     @classmethod
     def parse(cls, opts: Any) -> RunOptions:
@@ -241,6 +256,7 @@ class RunOptions:
             headless=bool(get("headless", False)),
             locustfile=str(get("locustfile", "run") or "run"),
             spawn_rate=float(get("spawn_rate", 1.0) or 1.0),
+            consistency_probes=_probes(str(get("consistency_probes", "")).strip()),
         )
 
 
