@@ -208,8 +208,11 @@ class StreamTimer:
                     self._undecided_tokens += k
                 else:
                     answer, reasoning, piece = self._tags(piece, k)
-            if self.texts is not None and answer and type(piece) is str:
-                self.texts.append(piece)
+            if self.texts is not None and answer:
+                if type(delta) is not dict:
+                    piece = choice.get("text")  # a completion's text: kept (for its checks), never read for tags
+                if type(piece) is str:
+                    self.texts.append(piece)
         self._on_token(t, k, visible, answer, reasoning)
 
     def _on_tool_calls(self, calls: list[Any], t: float, new_tokens: int | None) -> None:

@@ -132,6 +132,8 @@ def test_tool_calls_must_name_an_offered_tool_with_arguments_its_schema_takes() 
         missing = {**call, "function": {"name": fn["name"], "arguments": "{}"}}
         assert "lacks required" in str(judge(req.checks, Reply("", [missing])).detail)
     assert tool_exists(req.tools)(Reply("no calls")) is None and tool_args(req.tools)(Reply("no calls")) is None
+    # a call cut at max_tokens is the budget's doing: not judged
+    assert tool_args(req.tools)(Reply("", [bad_json], finish_reason="length")) is None
 
 
 def _record(ok: bool = True) -> RequestRecord:

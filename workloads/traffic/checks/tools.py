@@ -75,10 +75,12 @@ def tool_exists(tools: list[dict[str, Any]]) -> Check:
 
 def tool_args(tools: list[dict[str, Any]]) -> Check:
     """Every call's arguments are a JSON object its tool's schema accepts (calls to unknown tools are
-    ``tool_exists``' to judge)."""
+    ``tool_exists``' to judge). A call cut at ``max_tokens`` (finish ``length``) is not judged."""
     schemas = _functions(tools)
 
     def check(reply: Reply) -> bool | str | None:
+        if reply.finish_reason == "length":
+            return None  # cut at max_tokens: the budget's doing, not the model's (give the step more tokens)
         judged = False
         for call in reply.tool_calls:
             fn = call.get("function") or {}
