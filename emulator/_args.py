@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from ._config import FAULT_KINDS, REASONING_FORMATS, EmulatorConfig
+from ._config import FAULT_KINDS, REASONING_FORMATS, WRONG_KINDS, EmulatorConfig
 
 __all__ = ["EmulatorArgsError", "build_parser", "check_args", "config_from_args", "parse_args"]
 
@@ -111,6 +111,20 @@ def _fault(text: str) -> tuple[str, float]:
     return kind, value
 
 
+#: what each --wrong-* knob does to an answer it applies to
+_WRONG_HELP = {
+    "needle": "a contract's needle question answered with another value",
+    "cjk": "a code answer with a CJK identifier",
+    "syntax": "a pytest answer whose Python block does not parse",
+    "script": "a text answer in the other script (Chinese for English, English for Chinese)",
+    "repeat": "a text answer that loops",
+    "cut": "a text answer ended with finish_reason length before max_tokens",
+    "tool_json": "a tool call whose arguments are not JSON",
+    "consistency": "a temperature-0 answer other than its deterministic one, while another request is served",
+}
+assert tuple(_WRONG_HELP) == WRONG_KINDS
+
+
 def build_parser(add_help: bool = True) -> argparse.ArgumentParser:
     """The emulator's command line (abbreviations off: ``--itl`` is not taken for ``--itl-ms``)."""
     return _parser(add_help)
@@ -190,6 +204,12 @@ def _parser(add_help: bool) -> _Parser:
         help=f"inject a fault with a probability; kinds: {', '.join(FAULT_KINDS)}",
     )
     p.add_argument("--stall-s", type=_number("--stall-s"), default=d.stall_s)
+    for kind, says in _WRONG_HELP.items():
+        flag = "--wrong-" + kind.replace("_", "-")
+        says = f"probability (0-1) that a request it applies to is answered wrong: {says} (default 0)"
+        p.add_argument(flag, type=_share(flag), default=0.0, metavar="P", help=says)
+    rise = "every --wrong-* rate scales with load: rate x min(1, running requests / N); 0: flat (default)"
+    p.add_argument("--wrong-rise", type=_whole("--wrong-rise", 0), default=d.wrong_rise, metavar="N", help=rise)
     p.add_argument("--truth-log", default=None, help="JSONL file of the timings really imposed")
     p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1/* (as vLLM does)")
     p.add_argument(
@@ -223,6 +243,8 @@ def config_from_args(args: argparse.Namespace) -> EmulatorConfig:
         stall_s=args.stall_s,
         truth_log=args.truth_log,
         api_key=args.api_key,
+        wrong={kind: getattr(args, "wrong_" + kind) for kind in WRONG_KINDS if getattr(args, "wrong_" + kind) > 0},
+        wrong_rise=args.wrong_rise,
     )
 
 

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["FAULT_KINDS", "REASONING_FORMATS", "EmulatorConfig"]
+__all__ = ["FAULT_KINDS", "REASONING_FORMATS", "WRONG_KINDS", "EmulatorConfig"]
 
 #: Faults the emulator can inject, by the name used in ``--fault`` and ``X-Emulator-Fault``.
 #: ``echo_auth``: an HTTP 500 whose message repeats the request's credentials, as some gateways do.
 FAULT_KINDS = ("429", "500", "503", "refuse", "drop", "malformed", "stall", "no_done", "echo_auth")
 #: How reasoning is streamed (``--reasoning-format``): a field, tags in content, or a pre-filled tag.
 REASONING_FORMATS = ("field", "tags", "prefilled")
+#: Wrong answers the emulator can give on purpose, by the name of their knob (``--wrong-<name>``, ``_`` as ``-``)
+#: and in the truth log's ``wrong``; what each spoils is said in ``_wrong``.
+WRONG_KINDS = ("needle", "cjk", "syntax", "script", "repeat", "cut", "tool_json", "consistency")
 
 
 @dataclass(slots=True)
@@ -49,6 +52,10 @@ class EmulatorConfig:
     stall_s: float = 3600.0
     truth_log: str | None = None
     api_key: str | None = None  # like vLLM's --api-key: /v1/* answers 401 without "Bearer <key>"
+    #: probability of each wrong answer (``WRONG_KINDS``) where it applies; none given: every answer right
+    wrong: dict[str, float] = field(default_factory=dict)
+    #: the wrong answers' rates scale with load: rate x min(1, running / wrong_rise); 0: flat
+    wrong_rise: int = 0
 
     def validate(self) -> None:
         """Raise ``ValueError`` with a one-line reason if a setting makes no sense."""
@@ -72,3 +79,10 @@ class EmulatorConfig:
                 raise ValueError(f"unknown fault {kind!r}; known: {', '.join(FAULT_KINDS)}")
             if not 0.0 <= prob <= 1.0:
                 raise ValueError(f"fault {kind} probability must be in [0, 1]")
+        for kind, prob in self.wrong.items():
+            if kind not in WRONG_KINDS:
+                raise ValueError(f"unknown wrong answer {kind!r}; known: {', '.join(WRONG_KINDS)}")
+            if not 0.0 <= prob <= 1.0:
+                raise ValueError(f"wrong_{kind} must be in [0, 1]")
+        if self.wrong_rise < 0:
+            raise ValueError("wrong_rise must be >= 0")

@@ -13,12 +13,15 @@ import json
 import random
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
     "BYTES_PER_TOKEN",
+    "EN_WORDS",
     "ERROR_FAULTS",
+    "ZH_WORDS",
     "Plan",
     "estimate_prompt_tokens",
     "fault_error",
@@ -26,7 +29,6 @@ __all__ = [
     "prompt_text",
     "prompt_tokens_of",
     "sse_event",
-    "tagged_text",
     "usage_event",
     "whole_response",
 ]
@@ -38,39 +40,23 @@ ERROR_FAULTS = ("429", "500", "503", "echo_auth")
 #: Headers the ``echo_auth`` fault repeats, by their lower-cased name, as the error shows them.
 _ECHOED_HEADERS = {"authorization": "Authorization", "api-key": "api-key", "x-api-key": "x-api-key"}
 
-_WORDS = [
-    "the",
-    "model",
-    "returns",
-    "tokens",
-    "at",
-    "a",
-    "steady",
-    "pace",
-    "while",
-    "the",
-    "scheduler",
-    "batches",
-    "requests",
-    "and",
-    "the",
-    "cache",
-    "holds",
-    "keys",
-    "values",
-    "for",
-    "every",
-    "sequence",
-    "in",
-    "flight",
-    "合同",
-    "违约",
-    "责任",
-    "条款",
-    "def",
-    "return",
-    "self",
-]
+#: English filler words (a token each): lower-case letters only, so any of them is also a Python identifier
+EN_WORDS = (
+    "the", "model", "returns", "tokens", "at", "a", "steady", "pace", "while", "scheduler", "batches",
+    "requests", "and", "cache", "holds", "keys", "values", "for", "every", "sequence", "in", "flight",
+    "server", "answer", "review", "clause", "party", "payment", "notice", "term", "risk", "change", "data",
+    "report", "result", "value", "length", "context", "prompt", "queue", "latency", "throughput", "memory",
+    "block", "prefix", "stream", "event", "client", "record", "check", "test", "function", "module", "error",
+    "output", "input", "budget", "limit", "window", "batch", "worker", "signal", "table", "summary",
+)  # fmt: skip
+#: Chinese filler words (a token each): CJK characters only
+ZH_WORDS = (
+    "模型", "请求", "服务", "延迟", "吞吐", "缓存", "调度", "批次", "序列", "令牌", "输出", "输入", "长度",
+    "上下文", "合同", "条款", "责任", "义务", "付款", "期限", "争议", "解决", "通知", "保密", "数据", "安全",
+    "系统", "性能", "测试", "结果", "分析", "报告", "风险", "建议", "修改", "审查", "双方", "甲方", "乙方",
+    "约定", "执行", "费用", "标准", "质量", "交付", "验收", "变更", "终止", "赔偿", "损失", "范围", "时间",
+    "方案", "流程", "记录", "用户", "问题", "答案", "内容", "说明", "目标", "资源", "容量", "负载",
+)  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -87,29 +73,20 @@ class Plan:
     continuous: bool
     #: prompt tokens the prefix cache held (``usage.prompt_tokens_details.cached_tokens``)
     cached_tokens: int = 0
+    #: the text answer's tokens after the reasoning, one string each (``_answers.token_text`` reads them)
+    pieces: list[str] = field(default_factory=list)
+    #: the reasoning's tokens, one string each
+    thinking: list[str] = field(default_factory=list)
+    #: text held back by an empty event (partial UTF-8), sent with the next one
+    held: str = ""
+    #: where tokens past ``pieces`` come from (a long answer's filler, drawn as it streams): a function of j
+    more: Callable[[int], str] | None = None
 
 
 def filler_text(rng: random.Random, n_tokens: int) -> str:
-    """``n_tokens`` words drawn from ``rng``, each with a leading space (one word per token)."""
-    words = _WORDS
+    """``n_tokens`` English words drawn from ``rng``, each with a leading space (one word per token)."""
+    words = EN_WORDS
     return "".join(" " + words[rng.randrange(len(words))] for _ in range(n_tokens))
-
-
-def tagged_text(rng: random.Random, plan: Plan, first: int, k: int, text: str, opening: bool) -> str:
-    """Content of tokens ``first .. first+k-1`` with the reasoning inside think markers, as a model
-    without a reasoning parser streams it (``opening`` False: the template pre-filled ``<think>``)."""
-    parts = []
-    r = plan.reasoning_tokens
-    for j in range(first, first + k):
-        if j == 0 and opening:
-            parts.append("<think>")
-        elif j == r - 1:
-            parts.append("</think>")
-        elif j == r:
-            parts.append("\n\n" + (text.split() or ["Answer"])[0])
-        else:
-            parts.append(filler_text(rng, 1) if k > 1 else text or " ")
-    return "".join(parts)
 
 
 def prompt_text(body: dict[str, Any], chat: bool) -> str:

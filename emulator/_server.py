@@ -4,9 +4,10 @@ It runs in its own process so that the load generator's gevent scheduling never 
 the timings it imposes. Every chunk is written at an absolute deadline on the event loop's
 monotonic clock, and the times it was really written are kept per request (``/emulator/truth``
 and the optional truth log) so tests can compare the client's measurements with the truth.
-The OpenAI-compatible JSON bodies live in ``_payloads``, what it says of itself (version, model
-list, engine configuration) in ``_about``, the HTTP/1.1 framing in ``_http``; this module holds the
-routes, the pacing and capacity model, fault injection and the truth record.
+The OpenAI-compatible JSON bodies live in ``_payloads``, what it answers in ``_answers`` (``_wrong``: wrong
+on purpose), what it says of itself (version, model list, engine configuration) in ``_about``, the HTTP/1.1
+framing in ``_http``; this module holds the routes, the pacing and capacity model, fault injection and the
+truth record.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import math
 import random
 import secrets
 import socket
@@ -24,6 +24,7 @@ from collections import deque
 from typing import Any, TextIO
 
 from ._about import cache_config_labels, models_body, server_version
+from ._answers import Answered, answer_for, token_text, whole_text
 from ._config import FAULT_KINDS, EmulatorConfig
 from ._http import Request, chunk, read_request, reset, send, send_json
 from ._metrics import EmulatorMetrics
@@ -31,16 +32,14 @@ from ._payloads import (
     ERROR_FAULTS,
     Plan,
     fault_error,
-    filler_text,
     prompt_text,
     prompt_tokens_of,
     sse_event,
-    tagged_text,
     usage_event,
     whole_response,
 )
 from ._prefix_cache import PrefixCache
-from ._tools import ToolCall, ToolRequestError, plan_tool_call, tool_delta, tool_mode
+from ._tools import ToolCall, ToolRequestError, tool_delta, tool_mode
 from ._truth import Truth, prompt_digest, truth_dict
 
 __all__ = ["EmulatorServer"]
@@ -56,6 +55,8 @@ class EmulatorServer:
         #: the seed of this server's draws: ``config.seed``, or a fresh one so runs differ (``--seed`` replays)
         self.seed = config.seed if config.seed is not None else secrets.randbits(32)
         self._rng = random.Random(self.seed)
+        #: the --wrong-* draws: their own generator, so that they leave the other draws of a seed as they were
+        self._wrong_rng = random.Random(f"wrong/{self.seed}")
         self._slots = asyncio.Semaphore(config.max_num_seqs)
         self._running = 0
         self._waiting = 0
@@ -124,6 +125,8 @@ class EmulatorServer:
                     "prefix_cache_blocks": self.config.prefix_cache_blocks,
                     "tool_call_share": self.config.tool_call_share,
                     "seed": self.seed,
+                    "wrong": self.config.wrong,
+                    "wrong_rise": self.config.wrong_rise,
                 },
             )
         if req.method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
@@ -151,9 +154,12 @@ class EmulatorServer:
             return False
         if fault in ERROR_FAULTS:
             return await send_json(writer, *fault_error(fault, req.headers))
-        prompt = prompt_text(body, chat).encode("utf-8")
+        text = prompt_text(body, chat)
+        prompt = text.encode("utf-8")
         prompt_tokens = prompt_tokens_of(prompt)
-        output_tokens, finish, reasoning_tokens, call = self._answer(body, chat, prompt_tokens, tool_choice, functions)
+        answered = self._answer(body, chat, text, prompt, prompt_tokens, tool_choice, functions)
+        output_tokens, finish, reasoning_tokens, call = (answered.output_tokens, answered.finish,
+                                                         answered.reasoning_tokens, answered.call)  # fmt: skip
         truth = Truth(
             req.headers.get("x-request-id", uuid.uuid4().hex),
             fault,
@@ -163,6 +169,7 @@ class EmulatorServer:
             self.config.itl_s,
             reasoning_tokens=reasoning_tokens,
             prompt_sha=prompt_digest(body),
+            wrong=sorted(answered.wrong),
         )
         stream = bool(body.get("stream"))
         opts = body.get("stream_options") or {}
@@ -177,6 +184,9 @@ class EmulatorServer:
             reasoning_tokens,
             include_usage,
             continuous,
+            pieces=answered.pieces,
+            thinking=answered.thinking,
+            more=answered.more,
         )
 
         self._waiting += 1
@@ -206,7 +216,7 @@ class EmulatorServer:
                 await _sleep_until(start + truth.imposed_ttft_s + self.config.itl_s * (output_tokens - 1))
                 generated = output_tokens
                 if call is None:
-                    answer = whole_response(plan, filler_text(self._rng, output_tokens))
+                    answer = whole_response(plan, whole_text(plan, self.config.reasoning_format))
                 else:
                     n = output_tokens - reasoning_tokens
                     truth.tool_calls, truth.tool_call_ids, truth.tool_call_tokens = 1, [call.call_id], n
@@ -224,34 +234,14 @@ class EmulatorServer:
             self._slots.release()
             self._record_truth(truth)
 
-    def _answer(
-        self, body: dict[str, Any], chat: bool, prompt_tokens: int, tool_choice: str, functions: list[dict[str, Any]]
-    ) -> tuple[int, str, int, ToolCall | None]:
-        """What the request is answered with: output tokens, finish reason, reasoning tokens, and the tool call
-        (None: text). Draws lengths (and the call) from the seeded generator."""
-        max_tokens = body.get("max_tokens") or body.get("max_completion_tokens")
-        if not isinstance(max_tokens, int) or max_tokens < 1:
-            max_tokens = max(1, self.config.max_model_len - prompt_tokens)
-        ignore_eos = bool(body.get("ignore_eos"))
-        if ignore_eos:
-            output_tokens, finish = max_tokens, "length"
-        else:
-            natural = max(1, int(self._rng.lognormvariate(math.log(self.config.natural_output_tokens), 0.5)))
-            output_tokens, finish = (natural, "stop") if natural < max_tokens else (max_tokens, "length")
-        ctk = body.get("chat_template_kwargs") or {}
-        thinking = chat and isinstance(ctk, dict) and bool(ctk.get("enable_thinking"))
-        reasoning_tokens = int(output_tokens * self.config.reasoning_share) if thinking else 0
-        if self.config.reasoning_format == "tags" and reasoning_tokens == 1:
-            reasoning_tokens = 2 if output_tokens > 2 else 0  # "<think>" and "</think>" are a token each
-        fill = max_tokens - reasoning_tokens if ignore_eos else None
-        call = plan_tool_call(self._rng, tool_choice, functions, self.config.tool_call_share, fill)
-        if call is None:
-            return output_tokens, finish, reasoning_tokens, None
-        # The reasoning (if any), then the call, cut at max_tokens as vLLM cuts it; ignore_eos ends in "length".
-        output_tokens = min(max_tokens, reasoning_tokens + call.tokens)
-        cut = reasoning_tokens + call.tokens > max_tokens or (ignore_eos and output_tokens == max_tokens)
-        began = output_tokens > reasoning_tokens  # not when it reasoned up to max_tokens
-        return output_tokens, "length" if cut else call.finish, reasoning_tokens, call if began else None
+    def _answer(self, body: dict[str, Any], chat: bool, text: str, prompt: bytes, prompt_tokens: int,
+                tool_choice: str, functions: list[dict[str, Any]]) -> Answered:  # fmt: skip
+        """What the request is answered with (``_answers``), spoiled by the ``--wrong-*`` knobs drawn for it."""
+        answered = answer_for(self.config, body, chat, text, prompt, prompt_tokens, tool_choice, functions,
+                              self._rng, self._wrong_rng, self._running)  # fmt: skip
+        if answered.call is not None and body.get("temperature") == 0:  # the same call, but an id of its own
+            answered.call.call_id = f"chatcmpl-tool-{self._rng.getrandbits(64):016x}"
+        return answered
 
     async def _stream(
         self,
@@ -279,8 +269,9 @@ class EmulatorServer:
                     )
                 )
             )
-        # A tool call after reasoning starts an event of its own: no event carries both.
-        sizes = _chunk_sizes(plan.output_tokens, cfg.tokens_per_chunk, plan.reasoning_tokens if call else 0)
+        # A tool call, or the answer after reasoning in its own field, starts an event of its own.
+        split = plan.reasoning_tokens if call or cfg.reasoning_format == "field" else 0
+        sizes = _chunk_sizes(plan.output_tokens, cfg.tokens_per_chunk, split)
         fault_at = max(1, len(sizes) // 2)
         first_deadline = start + truth.imposed_ttft_s
         sent_tokens = 0
@@ -346,18 +337,22 @@ class EmulatorServer:
     def _content_delta(self, plan: Plan, truth: Truth, sent_tokens: int, k: int) -> tuple[dict[str, Any], bool]:
         """The delta of an event of text tokens ``sent_tokens .. +k-1``, and whether the answer begins in it."""
         cfg = self.config
-        text = filler_text(self._rng, k)
-        if cfg.empty_chunk_share and self._rng.random() < cfg.empty_chunk_share:
-            text = ""
-        answer_begins = bool(plan.reasoning_tokens) and sent_tokens <= plan.reasoning_tokens < sent_tokens + k
-        if plan.chat and plan.reasoning_tokens and cfg.reasoning_format != "field":
-            tags = cfg.reasoning_format == "tags"
-            return {"content": tagged_text(self._rng, plan, sent_tokens, k, text, tags)}, answer_begins
+        r = plan.reasoning_tokens
+        tags = cfg.reasoning_format if plan.chat and r and cfg.reasoning_format != "field" else None
+        text = "".join(token_text(plan, j, tags) for j in range(sent_tokens, sent_tokens + k))
+        end = sent_tokens + k
+        # An empty event (partial UTF-8) holds its text back for the next event of the same field.
+        more = end < plan.output_tokens and not (tags is None and r and end == r)
+        if more and cfg.empty_chunk_share and self._rng.random() < cfg.empty_chunk_share:
+            plan.held, text = plan.held + text, ""
+        else:
+            plan.held, text = "", plan.held + text
+        answer_begins = bool(r) and sent_tokens <= r < end
+        if plan.chat and tags is None and r:
+            answer_begins = sent_tokens >= r and truth.ttft_answer_s is None
+            return {"reasoning_content" if sent_tokens < r else "content": text}, answer_begins
         if plan.chat:
-            if cfg.reasoning_format == "field" and plan.reasoning_tokens:
-                answer_begins = sent_tokens >= plan.reasoning_tokens and truth.ttft_answer_s is None
-            key = "reasoning_content" if sent_tokens < plan.reasoning_tokens else "content"
-            return {key: text}, answer_begins
+            return {"content": text}, answer_begins
         return {"text": text}, answer_begins
 
     # -- helpers ------------------------------------------------------------------------

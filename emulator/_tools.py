@@ -158,11 +158,12 @@ def plan_tool_call(
         finish = "tool_calls"
     call_id = f"chatcmpl-tool-{rng.getrandbits(64):016x}"
     parameters = function.get("parameters")
-    value = _value(rng, parameters if isinstance(parameters, dict) else {"type": "object"}, 0)
+    schema: dict[str, Any] = parameters if isinstance(parameters, dict) else {"type": "object"}
+    value = _value(rng, schema, 0)
     args = value if isinstance(value, dict) else {}
     call = ToolCall(call_id, function["name"], _tokens(args), finish)
     if fill_tokens is not None and fill_tokens > call.tokens:
-        padded = _padded(rng, args, fill_tokens - call.tokens)
+        padded = _padded(rng, args, schema, fill_tokens - call.tokens)
         if padded is not None and 1 + len(padded) == fill_tokens:
             call.argument_tokens = padded
     return call
@@ -172,19 +173,27 @@ def _tokens(args: Any) -> list[str]:
     return _TOKEN.findall(json.dumps(args, ensure_ascii=False))
 
 
-def _padded(rng: random.Random, args: dict[str, Any], extra: int) -> list[str] | None:
-    """The tokens of ``args`` with ``extra`` words appended to its last string value (``None``: it has none)."""
+def _padded(rng: random.Random, args: dict[str, Any], schema: dict[str, Any], extra: int) -> list[str] | None:
+    """The tokens of ``args`` with ``extra`` words appended to its last free string value (not one of an
+    ``enum``, which must stay as it is; ``None``: it has none)."""
     holder: Any = None
     key: Any = None
-    stack: list[Any] = [args]
-    while stack:  # depth-first; the last string found wins
-        node = stack.pop(0)
-        items = node.items() if isinstance(node, dict) else enumerate(node)
-        for k, v in items:
-            if isinstance(v, str):
+    stack: list[tuple[Any, dict[str, Any]]] = [(args, schema)]
+    while stack:  # breadth-first; the last string found wins
+        node, node_schema = stack.pop(0)
+        if isinstance(node, dict):
+            found = node_schema.get("properties")
+            props: dict[str, Any] = found if isinstance(found, dict) else {}
+            items = [(k, v, props.get(k)) for k, v in node.items()]
+        else:
+            item = node_schema.get("items")
+            items = [(i, v, item) for i, v in enumerate(node)]
+        for k, v, sub in items:
+            sub_schema = sub if isinstance(sub, dict) else {}
+            if isinstance(v, str) and "enum" not in sub_schema:
                 holder, key = node, k
             elif isinstance(v, dict | list):
-                stack.append(v)
+                stack.append((v, sub_schema))
     if holder is None:
         return None
     holder[key] = holder[key] + filler_text(rng, extra)

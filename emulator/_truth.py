@@ -41,6 +41,8 @@ class Truth:
     tool_call_tokens: int | None = None
     #: the ``id`` of each call made, in order (what the next request's ``tool`` message answers)
     tool_call_ids: list[str] = field(default_factory=list)
+    #: the wrong answers (``--wrong-*`` knobs, ``WRONG_KINDS``) this answer was given; [] when it is right
+    wrong: list[str] = field(default_factory=list)
 
 
 def truth_dict(t: Truth) -> dict[str, Any]:
@@ -64,6 +66,7 @@ def truth_dict(t: Truth) -> dict[str, Any]:
         "tool_calls": t.tool_calls,
         "tool_call_tokens": t.tool_call_tokens,
         "tool_call_ids": t.tool_call_ids,
+        "wrong": t.wrong,
     }
 
 

@@ -4,8 +4,8 @@ contains it.
 
 The wording is a contract with the emulator, which answers it (``emulator/_answers.py``):
 
-* fact, English: ``The {subject} is {value}.`` — Chinese: ``{subject}为{value}。`` (its own paragraph,
-  numbered like the clauses around it);
+* fact, English: ``The {subject} is {value}.`` — Chinese: ``{subject}为{value}。`` (a paragraph of its own,
+  unnumbered);
 * question, English: ``Also answer, on the first line of your reply: what is the {subject} stated in the
   contract?`` — Chinese: ``另外，请在回复的第一行回答：合同中约定的{subject}是什么？``.
 """
