@@ -5,8 +5,9 @@
 Each target becomes one rule judged over a sliding ``window``: a latency percentile by
 ``histogram_quantile`` over the client-side histogram (its buckets bound the resolution: see
 ``workloads/plugin/export/prometheus.py``), a mean by ``rate(sum)/rate(count)``, the error rate by the
-requests counter, throughputs by counter rates. Targets a live histogram cannot judge (``max``,
-goodput, GPU memory) are listed as skipped; the end-of-run report still judges them exactly.
+requests counter, throughputs by counter rates, one check's pass rate (``quality_<check>``) by the checks
+counter. Targets a live series cannot judge (``max``, goodput, GPU memory, ``quality`` — a record's every
+check — and the consistency probes) are listed as skipped; the end-of-run report still judges them exactly.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from workloads.rundir.series import CHECKS as _CHECKS
 from workloads.rundir.series import GPU_UTIL, OUTPUT_TOKENS, REQUESTS, SLO_HISTOGRAMS, USERS
 
 from ._slo import LATENCY_METRICS, SloSpec, SloTarget
@@ -70,6 +72,11 @@ def _expr(t: SloTarget, spec: SloSpec, window: str) -> tuple[str, str] | str:
         errors = f"sum{group}(rate({REQUESTS}_total{_selector(t, ('outcome', '=', 'error'))}[{window}]))"
         judged = f"sum{group}(rate({REQUESTS}_total{_selector(t, ('outcome', '!=', 'cancelled'))}[{window}]))"
         return f"{errors} / {judged} > {t.threshold:g}", ""
+    if t.metric.startswith("quality_"):
+        check = ("check", "=", t.metric.removeprefix("quality_"))
+        passed = f"sum{group}(rate({_CHECKS}_total{_selector(t, check, ('result', '=', 'pass'))}[{window}]))"
+        checked = f"sum{group}(rate({_CHECKS}_total{_selector(t, check)}[{window}]))"
+        return f"{passed} / {checked} < {t.threshold:g}", ""
     # Throughput floors hold only while load is offered: an idle load generator breaks none.
     running = f" and on() sum({USERS}) > 0"
     if t.metric in ("output_tokens_per_s", "output_tokens_per_s_per_gpu"):

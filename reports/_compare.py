@@ -47,6 +47,8 @@ COMPARED_METRICS: tuple[tuple[str, str, str, bool | None], ...] = (
     ("prefix_cache_hit_rate", "prefix-cache hit rate", "cache", True),
     ("prefix_cache_hit_rate_server", "prefix-cache hit rate (/metrics)", "cache", True),
 )  # fmt: skip
+
+
 @dataclass
 class Comparison:
     """Rows of (section, scope, metric label, values per column, delta per column, regressed per

@@ -49,6 +49,25 @@ def _agent_lines(overall: dict[str, Any]) -> list[str]:
     return lines
 
 
+def quality_line(summary: RunSummary) -> str | None:
+    """``answers passed their checks: chat 99.20% of 1,234, contract 87.00% of 500`` (None: none checked);
+    a workload's failing checks named with their rates, as the report's quality section has them."""
+    quality = summary.quality
+    if quality is None:
+        return None
+    parts = []
+    for workload, block in sorted((quality.get("workloads") or {}).items()):
+        rate = block.get("pass_rate")
+        worst = [f"{n} {b['pass_rate']:.1%}" for n, b in (block.get("by_check") or {}).items() if b.get("failed")]
+        parts.append(f"{workload} {'—' if rate is None else f'{rate:.2%}'} of {block.get('checked', 0):,}"
+                     + (f" ({', '.join(worst)})" if worst else ""))  # fmt: skip
+    line = "answers that passed their checks: " + "; ".join(parts)
+    consistency = summary.consistency
+    if consistency is not None and consistency.get("compared"):
+        line += f"; consistency: {consistency['changed']} of {consistency['compared']} probe answers changed under load"
+    return line
+
+
 def console_block(summary: RunSummary) -> list[str]:
     """The lines of the closing block (empty when nothing was judged)."""
     if not summary.overall.get("requests"):
@@ -75,6 +94,8 @@ def console_block(summary: RunSummary) -> list[str]:
     # As the report says them: the records accounted for, and the window every rate above covers.
     lines.append(accounting_text(overall))
     lines += _agent_lines(overall)
+    if (quality := quality_line(summary)) is not None:
+        lines.append(quality)
     lines.append(f"rates over the measured window, {overall.get('duration', 0.0):,.1f} s (first judged request's "
                  "start to the last one's end), as in the report; the periodic lines were the last 10 s")  # fmt: skip
     lines.append("-" * len(head))

@@ -13,6 +13,8 @@ from ._header import deployment_views, gpu_lines, report_title, target_names
 from ._headline import HEADLINE_LATENCIES, LENGTH_PERCENTILES, ab_details, accounting_note, headline_rows, window_note
 from ._options import option_rows, slo_source
 from ._plots import distribution_png, timeseries_png
+from ._quality import CONSISTENCY_METRIC, is_quality_metric
+from ._quality_view import quality_view
 from ._rundir import RunData
 from ._slo import SloResult, SloSpec, judged_mask
 from ._summary import PERCENTILES, RunSummary, timing_violations
@@ -114,6 +116,7 @@ def render_report(run: RunData, spec: SloSpec, summary: RunSummary) -> str:
         compared=_compared_rows(summary),
         agent=agent_view(run, summary, mask, t0),
         cache_rows=cache_rows(summary),
+        quality=quality_view(run, spec, summary, mask, t0),
         num=_num,
         pct=_pct,
         count=_count,
@@ -130,9 +133,9 @@ def _tokens(x: Any) -> str:
 
 
 def _slo_row(r: SloResult) -> dict[str, str]:
-    """An SLO result as shown. An error rate reads in percent, its margin in percentage points: a
-    relative margin says -100% for 0 errors against 1%, which reads as a failure."""
-    if r.metric == "error_rate":
+    """An SLO result as shown. A share (error rate, pass rate, changed probes) reads in percent, its margin
+    in percentage points: a relative margin says -100% for 0 errors against 1%, which reads as a failure."""
+    if r.metric in ("error_rate", CONSISTENCY_METRIC) or is_quality_metric(r.metric):
         margin = "" if r.measured is None else f"{(r.measured - r.threshold) * 100:+.2f} pp"
         return {"target": f"{r.op} {r.threshold:.2%}", "measured": _pct(r.measured), "margin": margin}
     margin = "" if r.margin_pct is None else f"{r.margin_pct:+.1f}%"

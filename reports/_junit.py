@@ -1,11 +1,13 @@
-"""JUnit XML: one test case per SLO, so CI systems show which target broke, and one
-(``tokenstorm.timing_fidelity``) that fails when the run's timing is not trustworthy."""
+"""JUnit XML: one test case per SLO, so CI systems show which target broke (a ``quality`` target among
+them), one (``tokenstorm.timing_fidelity``) that fails when the run's timing is not trustworthy, and one
+(``tokenstorm.quality``) that lists the answers' pass rates (skipped when no answer was checked)."""
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from ._quality import CONSISTENCY_METRIC, is_quality_metric
 from ._summary import RunSummary
 
 __all__ = ["junit_xml"]
@@ -17,7 +19,7 @@ def junit_xml(summary: RunSummary, suite: str = "tokenstorm.slo") -> str:
     failures = sum(not r.passed for r in cases)
     root = ET.Element("testsuites")
     tests = len(cases) + 1 + (len(summary.sweep.get("levels") or []) + 1 if summary.sweep is not None else 0)
-    tests += summary.fidelity is not None
+    tests += (summary.fidelity is not None) + 1
     ts = ET.SubElement(root, "testsuite", name=suite, tests=str(tests),
                        errors=str(int(summary.verdict == "run_failed")))  # fmt: skip
     run_case = ET.SubElement(ts, "testcase", classname=suite, name="run completed")
@@ -27,6 +29,7 @@ def junit_xml(summary: RunSummary, suite: str = "tokenstorm.slo") -> str:
         failures += 1
         ET.SubElement(run_case, "failure", message="run incomplete: " + "; ".join(summary.incomplete))
     failures += _fidelity_case(ts, summary)
+    _quality_case(ts, summary)
     if summary.sweep is not None:  # a sweep: one case per level; those past the knee broke by design
         failures += _sweep_cases(ts, summary.sweep, suite)
         cases = []
@@ -36,6 +39,8 @@ def junit_xml(summary: RunSummary, suite: str = "tokenstorm.slo") -> str:
         scope = f"{r.target.replace('.', '_')}.{r.scope}" if r.target else r.scope
         case = ET.SubElement(ts, "testcase", classname=f"{suite}.{scope}", name=name)
         measured = "no data" if r.measured is None else f"{r.measured:.4g}"
+        if r.measured is not None and (is_quality_metric(r.metric) or r.metric == CONSISTENCY_METRIC):
+            measured += f" ({r.measured:.2%})"
         if not r.passed:
             ET.SubElement(case, "failure", message=f"measured {measured}; target {r.op} {r.threshold:g}. {r.note}")
         ET.SubElement(case, "system-out").text = f"measured {measured}"
@@ -64,6 +69,25 @@ def _fidelity_case(ts: ET.Element, summary: RunSummary) -> int:
         ET.SubElement(case, "failure", message=fidelity.reason)
     ET.SubElement(case, "system-out").text = fidelity.reason  # after the outcome, as the JUnit schema orders
     return int(failed)
+
+
+def _rate(block: dict[str, Any]) -> str:
+    rate = block.get("pass_rate")
+    return f"{'—' if rate is None else f'{rate:.2%}'} of {block.get('checked', 0):,}"
+
+
+def _quality_case(ts: ET.Element, summary: RunSummary) -> None:
+    """The answers' pass rates, per workload and check (the quality SLOs' own cases judge them)."""
+    case = ET.SubElement(ts, "testcase", classname="tokenstorm", name="quality")
+    quality = summary.quality
+    if quality is None:
+        ET.SubElement(case, "skipped", message="no answer was checked")
+        return
+    lines = [f"all workloads: {_rate(quality['run'])} checked answers passed"]
+    for workload, block in sorted((quality.get("workloads") or {}).items()):
+        checks = ", ".join(f"{name} {_rate(b)}" for name, b in (block.get("by_check") or {}).items())
+        lines.append(f"{workload}: {_rate(block)} passed ({checks})")
+    ET.SubElement(case, "system-out").text = "\n".join(lines)
 
 
 def _sweep_cases(ts: ET.Element, sweep: dict[str, Any], suite: str) -> int:

@@ -13,9 +13,11 @@
       agent:
         tool_call_ms: {p95: 2000}   # per step: send to the complete tool call (its last argument fragment)
         session_ms: {p95: 60000}    # per completed session: first send to the last token of its last step
+        quality: {min: 99%}         # checked answers that passed every check; one check: quality_<check>
       run:
         output_tokens_per_s_per_gpu: {min: 45}
         gpu_memory_gb: {max: 58}
+        consistency_changed: {max: 0%}  # probe answers that changed under load (probes.jsonl)
 
 Latency statistics: p50, p90, p95, p99, p99.9 (or any pNN[.N]), mean, max — computed with
 numpy's linear-interpolation percentile over successful requests, as vLLM's benchmark does
@@ -37,8 +39,10 @@ import yaml
 
 from workloads.rundir import ItlHistogram
 
+from . import _quality
 from ._agent import sessions
 from ._columns import chunks, dropped_nan, masked_sum, measures, selected, workloads_in
+from ._quality import CONSISTENCY_METRIC, is_quality_metric
 from ._rundir import RunData
 
 __all__ = ["DEFAULT_SLO_TEXT", "SloResult", "SloSpec", "SloSpecError", "SloTarget", "evaluate", "load_slo_spec"]
@@ -53,6 +57,8 @@ LATENCY_METRICS = {
 #: latencies of a whole session (many requests): judged on the run, never on a slice of it
 SESSION_METRICS = {"session_ms"}
 RATE_METRICS = {"output_tokens_per_s_per_gpu", "output_tokens_per_s", "requests_per_s", "goodput_requests_per_s"}
+_MAX_ONLY = ("error_rate", "gpu_memory_gb", CONSISTENCY_METRIC)
+_QUALITY = "quality, quality_<check> (a check's name)"
 _PCT = re.compile(r"^p(\d{1,2}(\.\d+)?)$")
 _YAML = "an SLO file is YAML"
 
@@ -77,8 +83,8 @@ class SloTarget:
 
     @property
     def op(self) -> str:
-        """``<=`` for latencies, error rates and memory; ``>=`` for throughputs."""
-        return ">=" if self.metric in RATE_METRICS else "<="
+        """``<=`` for latencies, error rates, memory and changed probes; ``>=`` for throughputs and pass rates."""
+        return ">=" if self.metric in RATE_METRICS or is_quality_metric(self.metric) else "<="
 
     @property
     def label(self) -> str:
@@ -201,18 +207,18 @@ def _parse_slos(node: yaml.Node, err: Any) -> list[SloTarget]:
             raise err(metrics_node, f"{scope}: expected metric: {{stat: value}} entries")
         for metric_node, stats_node in metrics_node.value:
             metric = str(metric_node.value)
-            if metric == "gpu_memory_gb" and scope != "run":
-                raise err(metric_node, "gpu_memory_gb is a whole-run target: put it under 'run'")
+            if metric in ("gpu_memory_gb", CONSISTENCY_METRIC) and scope != "run":
+                raise err(metric_node, f"{metric} is a whole-run target: put it under 'run'")
             if metric in durations:
                 allowed = "p50, p90, p95, p99, p99.9, mean or max"
-            elif metric in ("error_rate", "gpu_memory_gb"):
+            elif metric in _MAX_ONLY:
                 allowed = "max"
-            elif metric in RATE_METRICS:
+            elif metric in RATE_METRICS or is_quality_metric(metric):
+                if (why := _quality.valid_quality_metric(metric)) is not None:
+                    raise err(metric_node, why)
                 allowed = "min"
             else:
-                known = ", ".join(
-                    [*LATENCY_METRICS, *SESSION_METRICS, "error_rate", "gpu_memory_gb", *sorted(RATE_METRICS)]
-                )
+                known = ", ".join([*LATENCY_METRICS, *SESSION_METRICS, *_MAX_ONLY, *sorted(RATE_METRICS), _QUALITY])
                 raise err(metric_node, f"unknown metric {metric!r} (known: {known})")
             if not isinstance(stats_node, yaml.MappingNode) or not stats_node.value:
                 raise err(stats_node, f"{metric}: expected {{stat: value}}, e.g. {{p95: 800}}")
@@ -220,14 +226,15 @@ def _parse_slos(node: yaml.Node, err: Any) -> list[SloTarget]:
                 stat = str(stat_node.value)
                 ok = (
                     (metric in durations and (stat in ("mean", "max") or _valid_pct(stat)))
-                    or (metric in ("error_rate", "gpu_memory_gb") and stat == "max")
-                    or (metric in RATE_METRICS and stat == "min")
+                    or (metric in _MAX_ONLY and stat == "max")
+                    or ((metric in RATE_METRICS or is_quality_metric(metric)) and stat == "min")
                 )
                 if not ok:
                     raise err(stat_node, f"{metric}: unknown statistic {stat!r} (use {allowed})")
                 value = _number(value_node, err, f"{metric} {stat}", minimum=0)
-                if metric == "error_rate" and value > 1:
-                    raise err(value_node, "error_rate max is a fraction (0.01) or a percentage ('1%')")
+                if (metric in ("error_rate", CONSISTENCY_METRIC) or is_quality_metric(metric)) and value > 1:
+                    eg = "0.01) or a percentage ('1%')" if stat == "max" else "0.99) or a percentage ('99%': 0–100%)"
+                    raise err(value_node, f"{metric} {stat} is a fraction ({eg}")
                 targets.append(
                     SloTarget(scope, metric, stat, value, stat_node.start_mark.line + 1, scope_node.start_mark.line + 1)
                 )
@@ -306,7 +313,11 @@ def evaluate(run: RunData, spec: SloSpec, within: np.ndarray | None = None, targ
     results = []
     expanded: list[SloTarget] = []
     for t in spec.targets:
-        if t.scope == "*":
+        if t.scope == "*" and is_quality_metric(t.metric):  # the workloads with a checked answer; none: no data
+            found = [SloTarget(w, t.metric, t.stat, t.threshold, t.line) for w in workloads
+                     if _quality.quality_applies(run, judged, w, t.metric)]  # fmt: skip
+            expanded.extend(found or [t])
+        elif t.scope == "*":
             expanded.extend(SloTarget(w, t.metric, t.stat, t.threshold, t.line) for w in workloads
                             if measures(df, judged, w, t.metric))  # fmt: skip
         else:
@@ -314,7 +325,7 @@ def evaluate(run: RunData, spec: SloSpec, within: np.ndarray | None = None, targ
     ok_all = df["ok"].fillna(False).astype(bool).to_numpy() if len(df) else np.zeros(0, dtype=bool)
     for t in expanded:
         scope_mask = judged.copy()
-        if t.scope != "run":
+        if t.scope not in ("run", "*"):  # "*" here: a quality target no workload's answers were checked for
             scope_mask &= (df["workload"] == t.scope).to_numpy()
         measured: float | None
         note = ""
@@ -323,10 +334,14 @@ def evaluate(run: RunData, spec: SloSpec, within: np.ndarray | None = None, targ
                 measured, note = None, "no GPU samples in this run (use --gpu-monitor)"
             else:
                 measured = float(run.gpu["mem_used_mib"].max()) * 2**20 / 1e9
+        elif t.metric == CONSISTENCY_METRIC:
+            measured, note = _quality.measure_consistency(run, target)
         elif not scope_mask.any():
             measured, note = None, f"no judged requests for {t.scope!r}"
         elif t.metric == "error_rate":
             measured = float(1.0 - ok_all[scope_mask].mean())
+        elif is_quality_metric(t.metric):
+            measured, note = _quality.measure_quality(run, t.metric, scope_mask & ok_all)
         elif t.metric in LATENCY_METRICS:
             ok_mask = scope_mask & ok_all
             values: np.ndarray | ItlHistogram = (run.itl_values(ok_mask) if LATENCY_METRICS[t.metric] == "itl"
@@ -362,9 +377,10 @@ def evaluate(run: RunData, spec: SloSpec, within: np.ndarray | None = None, targ
 
 
 def per_request_spec(spec: SloSpec) -> SloSpec:
-    """``spec`` cut to the targets any slice of requests can be judged by — latencies and error
-    rate, no warm-up — for judging a window of a run (a capacity-search step)."""
-    keep = [t for t in spec.targets if t.metric in LATENCY_METRICS or t.metric == "error_rate"]
+    """``spec`` cut to the targets any slice of requests can be judged by — latencies, error rate and
+    answer quality, no warm-up — for judging a window of a run (a capacity-search step, a sweep level)."""
+    keep = [t for t in spec.targets if t.metric in LATENCY_METRICS or t.metric == "error_rate"
+            or is_quality_metric(t.metric)]  # fmt: skip
     return replace(spec, targets=keep, warmup_s=0.0)
 
 

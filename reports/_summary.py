@@ -21,6 +21,7 @@ from ._cache import chosen_rate, records_cache, server_cache
 from ._columns import dropped_nan, masked_sum, selected, workloads_in
 from ._fidelity import UNTRUSTED, Fidelity, evaluate_fidelity
 from ._figures import accounting, achieved_concurrency, length_figures
+from ._quality import consistency_block, quality_summary
 from ._rundir import RunData
 from ._slo import SloResult, SloSpec, goodput, gpu_count, judged_mask, run_window_s
 from ._slo import gpu_cost_per_hour as run_gpu_cost
@@ -54,6 +55,10 @@ class RunSummary:
     sweep: dict[str, Any] | None = None
     #: how trustworthy the judged requests' timing is (None: not evaluated)
     fidelity: Fidelity | None = None
+    #: answer checks' pass rates (reports/_quality.py); None: no judged answer was checked
+    quality: dict[str, Any] | None = None
+    #: the consistency probes (probes.jsonl) compared; None: the run has none
+    consistency: dict[str, Any] | None = None
 
     def to_json(self, run: RunData) -> dict[str, Any]:
         """summary.json (vLLM benchmark field names where they match)."""
@@ -82,6 +87,12 @@ class RunSummary:
             out["targets"] = self.targets
         if self.sweep is not None:
             out["sweep"] = self.sweep
+        if self.quality is not None:
+            out["quality"] = self.quality
+        if self.consistency is not None:  # the counts; the texts compared are the report's
+            out["consistency"] = {k: v for k, v in self.consistency.items() if k != "pairs"}
+            for block in (out["consistency"].get("targets") or {}).values():
+                block.pop("pairs", None)
         return out
 
 
@@ -305,9 +316,9 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
         verdict, reason = "unreliable", f"timing not trustworthy — {untrusted} ({slos})"
     if ab is not None and ab.get("sentence") and verdict in ("passed", "failed"):
         reason += f" — {ab['sentence']}"
-    return RunSummary(
-        verdict, reason, results, overall, per_workload, errors, samples, gpus, incomplete, ab, fidelity=fidelity
-    )
+    quality, consistency = quality_summary(run, mask, labels), consistency_block(run)
+    return RunSummary(verdict, reason, results, overall, per_workload, errors, samples, gpus, incomplete, ab,
+                      fidelity=fidelity, quality=quality, consistency=consistency)  # fmt: skip
 
 
 #: what a refusal of every request most likely means, by HTTP status

@@ -58,7 +58,15 @@ from .meta import (
     write_summary,
 )
 from .probes import PROBES_FILE, ProbeLine, consistency_counts, read_probes
-from .records import LATE_EVENT_S, RECORD_SCHEMA_VERSION, ErrorCategory, RecordTail, RecordWriter, RequestRecord
+from .records import (
+    CHECK_NAMES,
+    LATE_EVENT_S,
+    RECORD_SCHEMA_VERSION,
+    ErrorCategory,
+    RecordTail,
+    RecordWriter,
+    RequestRecord,
+)
 from .samples import MONITOR_SCHEMA_VERSION, GpuSample, MonitorGap, ServerSample, read_samples, to_line
 from .sweep import (
     SWEEP_FILE,
@@ -97,6 +105,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "CAPACITY_FILE",
+    "CHECK_NAMES",
     "EXIT_CODES",
     "EXIT_RUN_FAILED",
     "FIDELITY_MAX_LATE_SHARE",

@@ -19,6 +19,7 @@ from typing import IO, Any
 import orjson
 
 __all__ = [
+    "CHECK_NAMES",
     "LATE_EVENT_S",
     "RECORD_SCHEMA_VERSION",
     "ErrorCategory",
@@ -28,6 +29,11 @@ __all__ = [
 ]
 
 RECORD_SCHEMA_VERSION = 1
+
+#: the built-in answer checks (``workloads.traffic.checks``), by the names records (``check``, ``check_results``)
+#: and SLOs (``quality_<name>``) use, in the order reports list them
+CHECK_NAMES = ("needle", "code_language", "python_parses", "script", "repetition", "complete", "tool_exists",
+               "tool_args")  # fmt: skip
 
 #: A token event whose stamp may be off by more than this is *late* (``RequestRecord.late_events``).
 LATE_EVENT_S = 0.001

@@ -27,7 +27,9 @@ _HEADER_ECHO = re.compile(
     r"""(?ix)
     ( (?:proxy-)?authorization | x-api-key | api[-_]key )   # the header (or JSON key) name
     ( ["']? \s* [:=] \s* ["']? )                              # its separator, quoted or not
-    (?: ( (?:bearer|basic|token)\s+ ) | """ + _TOKENISH + r""" )  # an auth scheme, or a token-like value
+    (?: ( (?:bearer|basic|token)\s+ ) | """
+    + _TOKENISH
+    + r""" )  # an auth scheme, or a token-like value
     ( [^\s"',;}]+ )                                           # the value
     """
 )

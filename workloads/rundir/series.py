@@ -5,9 +5,27 @@ Grafana dashboard (``deploy/grafana/``)."""
 
 from __future__ import annotations
 
-__all__ = ["CLIENT_CPU", "COUNTERS", "E2E", "GPU_UTIL", "HISTOGRAMS", "ITL", "OUTPUT_TOKENS", "PROMPT_TOKENS",
-           "REQUESTS", "SEND_LAG", "SLO_HISTOGRAMS", "TOOL_CALL", "TOOL_CALLS", "TOOL_CALL_TOKENS", "TPOT", "TTFT",
-           "TTFT_TOOL", "USERS"]  # fmt: skip
+__all__ = [
+           "CHECKS",
+           "CLIENT_CPU",
+           "COUNTERS",
+           "E2E",
+           "GPU_UTIL",
+           "HISTOGRAMS",
+           "ITL",
+           "OUTPUT_TOKENS",
+           "PROMPT_TOKENS",
+           "REQUESTS",
+           "SEND_LAG",
+           "SLO_HISTOGRAMS",
+           "TOOL_CALL",
+           "TOOL_CALLS",
+           "TOOL_CALL_TOKENS",
+           "TPOT",
+           "TTFT",
+           "TTFT_TOOL",
+           "USERS",
+]  # fmt: skip
 
 TTFT = "tokenstorm_time_to_first_token_seconds"
 ITL = "tokenstorm_inter_token_latency_seconds"
@@ -24,7 +42,9 @@ REQUESTS = "tokenstorm_requests"  # labels: workload, outcome (ok, error, cancel
 PROMPT_TOKENS = "tokenstorm_prompt_tokens"
 TOOL_CALLS = "tokenstorm_tool_calls"  # tool calls streamed by successful requests; label: workload
 TOOL_CALL_TOKENS = "tokenstorm_tool_call_tokens"  # their argument tokens; label: workload
-COUNTERS = (OUTPUT_TOKENS, REQUESTS, PROMPT_TOKENS, TOOL_CALLS, TOOL_CALL_TOKENS)
+#: answer checks of successful, judged requests; labels: workload, check, result (pass, fail)
+CHECKS = "tokenstorm_checks"
+COUNTERS = (OUTPUT_TOKENS, REQUESTS, PROMPT_TOKENS, TOOL_CALLS, TOOL_CALL_TOKENS, CHECKS)
 #: gauges
 USERS = "tokenstorm_users"
 CLIENT_CPU = "tokenstorm_client_cpu_percent"  # label: worker

@@ -10,7 +10,8 @@ that reads the streams microseconds per request.
 Series (names in ``workloads/rundir/series.py``), per ``workload``: TTFT, ITL, TPOT, E2E, send-lag,
 time-to-first-tool-call and complete-tool-call histograms (successful requests), output tokens, requests by
 outcome and category, prompt tokens by prefix cache (hit, miss, unreported: the records' hit rate is
-hit / (hit + miss)), tool calls and their argument tokens; and users, each load generator's CPU.
+hit / (hit + miss)), tool calls and their argument tokens, answer checks by check and result (``pass`` /
+``fail``: a check's pass rate is pass / (pass + fail)); and users, each load generator's CPU.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from ...rundir.series import (
+    CHECKS,
     CLIENT_CPU,
     HISTOGRAMS,
     OUTPUT_TOKENS,
@@ -44,7 +46,7 @@ LATENCY_BUCKETS_S = (0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0
 _BOUNDS = np.array(LATENCY_BUCKETS_S)
 #: the record fields the exporter reads
 FIELDS = ("workload", "ok", "error_category", "warmup", "output_tokens", "prompt_tokens", "cached_tokens",
-          "tool_calls", "tool_call_tokens", *(field for field, _ in HISTOGRAMS.values()))  # fmt: skip
+          "tool_calls", "tool_call_tokens", "check_results", *(field for field, _ in HISTOGRAMS.values()))  # fmt: skip
 
 
 class _Hist:
@@ -73,6 +75,7 @@ class ClientMetrics(Collector):
         self._prompt: dict[tuple[str, str], float] = {}  # (workload, cache: hit, miss, unreported)
         self._tool_calls: dict[str, float] = {}
         self._tool_tokens: dict[str, float] = {}
+        self._checks: dict[tuple[str, str, str], float] = {}  # (workload, check, result)
         self._users = users
         self._cpu = cpu
 
@@ -91,6 +94,13 @@ class ClientMetrics(Collector):
                 return
             self._tokens[workload] = self._tokens.get(workload, 0.0) + float(record.get("output_tokens") or 0)
             self._count_prompt(workload, record)
+            results = record.get("check_results")
+            if results:  # "needle:pass,script:fail": every check that applied to the answer
+                for part in str(results).split(","):
+                    name, _, result = part.rpartition(":")
+                    if name:
+                        check_key = (workload, name, "pass" if result == "pass" else "fail")
+                        self._checks[check_key] = self._checks.get(check_key, 0.0) + 1
             if record.get("tool_calls"):
                 self._tool_calls[workload] = self._tool_calls.get(workload, 0.0) + float(record["tool_calls"])
                 tokens = float(record.get("tool_call_tokens") or 0)
@@ -120,6 +130,7 @@ class ClientMetrics(Collector):
             requests = dict(self._requests)
             prompt = dict(self._prompt)
             tool_calls, tool_tokens = dict(self._tool_calls), dict(self._tool_tokens)
+            checks = dict(self._checks)
         for name, (_field, help_text) in HISTOGRAMS.items():
             family = HistogramMetricFamily(name, help_text, labels=["workload"])
             for (metric, workload), (counts, total) in sorted(hists.items()):
@@ -154,6 +165,11 @@ class ClientMetrics(Collector):
             for workload, n in sorted(per_workload.items()):
                 counter.add_metric([workload], n)
             yield counter
+        checked = CounterMetricFamily(CHECKS, "Answer checks of successful requests, by check and result (pass, fail)",
+                                      labels=["workload", "check", "result"])  # fmt: skip
+        for (workload, name, result), n in sorted(checks.items()):
+            checked.add_metric([workload, name, result], n)
+        yield checked
         if self._users is not None:
             yield GaugeMetricFamily(USERS, "Simulated users running now", value=float(self._users()))
         if self._cpu is not None:

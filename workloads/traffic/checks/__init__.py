@@ -21,13 +21,11 @@ from typing import Any
 
 from ...client.client import Answer, CompletionRequest
 from ...rundir import RequestRecord
+from ...rundir.records import CHECK_NAMES
 from ...rundir.secrets import redact
 
 __all__ = ["CHECK_NAMES", "Check", "CheckOutcome", "FailedAnswers", "Reply", "check_record", "judge", "named"]
 
-#: the built-in checks, by the name records and SLOs (``quality_<name>``) use
-CHECK_NAMES = ("needle", "code_language", "python_parses", "script", "repetition", "complete", "tool_exists",
-               "tool_args")  # fmt: skip
 #: a check's reason is kept on the record up to this many characters
 DETAIL_CHARS = 200
 #: a failed answer kept on its record (``answer_sample``) up to this many characters
