@@ -39,7 +39,7 @@ def _run(name: str, tmp_path: Path) -> tuple[Any, Path]:
 
 def test_every_example_is_found_and_uses_only_files_the_checkout_ships() -> None:
     blocks = readme_examples.examples()
-    assert set(blocks) >= {"ab", "sweep", "cost", "agent", "trace"}
+    assert set(blocks) >= {"ab", "sweep", "cost", "agent", "trace", "quality"}
     for name, code in blocks.items():
         words = code.replace(",", " ").replace("=", " ").split()
         for path in {w for w in words if w.startswith(("slo/", "locustfiles/", "traces/"))}:
@@ -106,3 +106,20 @@ def test_trace_example_replays_every_row_at_its_time_with_its_prompt_length(tmp_
     t0, r0 = records[0].start_epoch_s, rows[0]["timestamp"] / 1000
     assert max(abs((r.start_epoch_s - t0) - (row["timestamp"] / 1000 - r0)) for r, row in zip(records, rows,
                                                                                       strict=True)) < 0.05  # fmt: skip
+
+
+def test_quality_example_fails_on_needle_recall_and_consistency_as_readme_says(tmp_path: Path) -> None:
+    done, run_dir = _run("quality", tmp_path)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    # Needle recall below 95%, by the records' own outcomes (warm-up left out, as the SLO file says).
+    contract = [r for r in read_records(run_dir) if r.workload == "contract" and r.ok and not r.warmup]
+    recall = sum(r.check == "pass" for r in contract) / len(contract)
+    needle = summary["quality"]["workloads"]["contract"]["by_check"]["needle"]
+    assert len(contract) >= 20 and needle["pass_rate"] == pytest.approx(recall) and recall < 0.95
+    # The other workloads' checks pass: only the emulator's needle knob was turned.
+    for w in ("code", "chat", "agent"):
+        assert summary["quality"]["workloads"][w]["pass_rate"] == 1.0, (w, summary["quality"]["workloads"][w])
+    assert summary["consistency"]["compared"] == 8 and summary["consistency"]["changed"] >= 1
+    failed = {r["metric"] for r in summary["slos"] if not r["passed"]}
+    assert {"quality_needle", "consistency_changed"} <= failed <= {"quality_needle", "quality", "consistency_changed"}
