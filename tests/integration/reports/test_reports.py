@@ -14,7 +14,7 @@ from tests.conftest import make_run_dir, request
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 XSS = '<script>document.body.dataset.pwned="1"</script><img src=x onerror="document.body.dataset.pwned=\'2\'">'
-SECTIONS = ("verdict", "slos", "latency", "throughput", "errors", "timeseries", "distributions", "metadata")
+SECTIONS = ("verdict", "slos", "latency", "throughput", "errors", "timeseries", "distributions", "metadata", "quality")
 
 
 def open_in_chromium(html_path: Path, screenshot: Path) -> dict:
@@ -78,8 +78,9 @@ def test_report_renders_in_headless_chromium_with_every_section(locust_runner, t
     seen = open_in_chromium(run.run_dir / "report.html", tmp_path / "report.png")
     assert seen["problems"] == [] and seen["dialogs"] == []
     assert all(seen["sections"].values()), seen["sections"]
-    # The run's figures and the sessions' (chat sessions end on their last turn: steps, session latency).
-    assert len(seen["images"]) == 4 and all(w > 300 for w in seen["images"])
+    # The run's figures, the sessions' (chat sessions end on their last turn: steps, session latency) and the
+    # answers' pass rate over time (chat turns are checked).
+    assert len(seen["images"]) == 5 and all(w > 300 for w in seen["images"])
     assert "SLOs held" in seen["verdict"]
     assert "http_5xx" in seen["errors"]
     assert (tmp_path / "report.png").stat().st_size > 20_000
