@@ -8,6 +8,7 @@ so an English answer and a Chinese one of the same length weigh alike.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from . import Check, Reply, named
 
@@ -26,17 +27,23 @@ REPEAT_MAX_RATIO = 0.5
 REPEAT_MIN_UNITS = 20
 
 
+@lru_cache(maxsize=8)
+def _units(text: str) -> tuple[str, ...]:
+    """The units of ``text`` case-folded: one pass for every check of one answer (kept for the next few)."""
+    return tuple(_UNIT.findall(text.casefold()))
+
+
 def units(text: str) -> list[str]:
-    """``text``'s words (runs of letters) and CJK characters, in order."""
-    return _UNIT.findall(text)
+    """``text``'s words (runs of letters, case-folded) and CJK characters, in order."""
+    return list(_units(text))
 
 
 def cjk_share(text: str) -> float | None:
     """The share of ``text``'s units that are CJK characters (``None``: it has none of either)."""
-    found = units(text)
+    found = _units(text)
     if not found:
         return None
-    return sum(1 for u in found if _CJK_CHAR.fullmatch(u)) / len(found)
+    return len(_CJK_CHAR.findall(text)) / len(found)  # each CJK character is a unit of its own
 
 
 def script_of(text: str) -> str:
@@ -63,10 +70,10 @@ def script(expected: str) -> Check:
 
 def repeated_ratio(text: str, n: int = REPEAT_N) -> float | None:
     """1 − distinct n-grams / n-grams of ``text``'s units (``None``: under ``REPEAT_MIN_UNITS`` units)."""
-    found = [u.casefold() for u in units(text)]
+    found = _units(text)
     if len(found) < max(REPEAT_MIN_UNITS, n):
         return None
-    grams = [tuple(found[i : i + n]) for i in range(len(found) - n + 1)]
+    grams = list(zip(*(found[i:] for i in range(n)), strict=False))
     return 1 - len(set(grams)) / len(grams)
 
 
