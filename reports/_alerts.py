@@ -74,9 +74,10 @@ def _expr(t: SloTarget, spec: SloSpec, window: str) -> tuple[str, str] | str:
         return f"{errors} / {judged} > {t.threshold:g}", ""
     if t.metric.startswith("quality_"):
         check = ("check", "=", t.metric.removeprefix("quality_"))
-        passed = f"sum{group}(rate({_CHECKS}_total{_selector(t, check, ('result', '=', 'pass'))}[{window}]))"
+        # On the failures' share: with none passing at all there is no "pass" series to divide.
+        failed = f"sum{group}(rate({_CHECKS}_total{_selector(t, check, ('result', '=', 'fail'))}[{window}]))"
         checked = f"sum{group}(rate({_CHECKS}_total{_selector(t, check)}[{window}]))"
-        return f"{passed} / {checked} < {t.threshold:g}", ""
+        return f"{failed} / {checked} > {1 - t.threshold:g}", ""
     # Throughput floors hold only while load is offered: an idle load generator breaks none.
     running = f" and on() sum({USERS}) > 0"
     if t.metric in ("output_tokens_per_s", "output_tokens_per_s_per_gpu"):

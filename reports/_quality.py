@@ -17,7 +17,6 @@ needle table, the ``quality`` / ``quality_<check>`` / ``consistency_changed`` SL
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from workloads.rundir import CHECK_NAMES, PROBES_FILE
+from workloads.rundir.probes import UNDER_LOAD, ProbeLine, compared, probe_pairs, read_probes
 
 from ._columns import workloads_in
 from ._rundir import RunData
@@ -193,49 +193,16 @@ def quality_summary(run: RunData, mask: np.ndarray, labels: list[str]) -> dict[s
 
 
 # -- consistency probes ------------------------------------------------------------------------------------
-def read_probes(run_dir: Path) -> tuple[list[dict[str, Any]], int] | None:
-    """``probes.jsonl``'s well-formed lines and how many were not; None when the run has no such file."""
-    path = run_dir / PROBES_FILE
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        return None
-    except OSError:
-        return [], 1
-    lines, bad = [], 0
-    for raw in text.splitlines():
-        if not raw.strip():
-            continue
-        try:
-            line = json.loads(raw)
-        except ValueError:
-            bad += 1
-            continue
-        if (not isinstance(line, dict) or line.get("phase") not in ("before", "under_load")
-                or not isinstance(line.get("probe"), int) or isinstance(line.get("probe"), bool)):  # fmt: skip
-            bad += 1
-            continue
-        line["target"] = str(line.get("target") or "")
-        line["text"] = line.get("text") if isinstance(line.get("text"), str) else ""
-        line["ok"] = line.get("ok") is True
-        lines.append(line)
-    return lines, bad
-
-
-def _compare(lines: list[dict[str, Any]]) -> dict[str, Any]:
-    """Counts of one target's (or every target's) probes, and the compared pairs."""
-    passes: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
-    for line in lines:
-        passes.setdefault((line["target"], line["probe"]), {})[line["phase"]] = line
-    pairs = []
-    for (target, probe), p in sorted(passes.items()):
-        a, b = p.get("before"), p.get("under_load")
-        if a is not None and b is not None and a["ok"] and b["ok"]:
-            pairs.append({"target": target, "probe": probe, "before": a["text"], "under_load": b["text"],
-                          "changed": a["text"] != b["text"], "users": b.get("users")})  # fmt: skip
-    changed = sum(p["changed"] for p in pairs)
-    under = [line for line in lines if line["phase"] == "under_load"]
-    users = [u for u in (line.get("users") for line in under) if isinstance(u, int) and not isinstance(u, bool)]
+def _compare(lines: list[ProbeLine]) -> dict[str, Any]:
+    """Counts of one target's (or every target's) probes, and the compared pairs (as the console counts them:
+    ``workloads.rundir.probes``)."""
+    passes = probe_pairs(lines)
+    pairs = [{"target": target, "probe": probe, "before": a.text, "under_load": b.text, "changed": a.text != b.text,
+              "users": b.users} for (target, probe), (a, b) in sorted(passes.items())
+             if compared((a, b)) and a is not None and b is not None]  # fmt: skip
+    changed = sum(1 for p in pairs if p["changed"])
+    under = [line for line in lines if line.phase == UNDER_LOAD]
+    users = [line.users for line in under if type(line.users) is int]
     return {"probes": len(passes), "compared": len(pairs), "changed": changed,
             "changed_share": changed / len(pairs) if pairs else None, "failed": len(passes) - len(pairs),
             "measured_under_load": bool(under), "under_load_users": max(users) if users else None,
@@ -253,9 +220,9 @@ def consistency_block(run: RunData) -> dict[str, Any] | None:
     lines, bad = read
     block = _compare(lines)
     block["unreadable_lines"] = bad
-    targets = sorted({line["target"] for line in lines})
+    targets = sorted({line.target for line in lines})
     if len(targets) > 1 or (targets and targets[0]):
-        block["targets"] = {t: _compare([x for x in lines if x["target"] == t]) for t in targets}
+        block["targets"] = {t: _compare([x for x in lines if x.target == t]) for t in targets}
     return block
 
 
@@ -266,7 +233,7 @@ def measure_consistency(run: RunData, target: str = "") -> tuple[float | None, s
     read = read_probes(run.path)
     if read is None:
         return None, f"no data: the run has no {PROBES_FILE} (--consistency-probes N sends the probes)"
-    lines = [x for x in read[0] if not target or x["target"] == target]
+    lines = [x for x in read[0] if not target or x.target == target]
     block = _compare(lines)
     if not block["compared"]:
         if not block["measured_under_load"] and block["probes"]:

@@ -12,7 +12,8 @@ from typing import Any
 
 import orjson
 
-__all__ = ["BEFORE", "PROBES_FILE", "UNDER_LOAD", "Consistency", "ProbeLine", "consistency_counts", "read_probes"]
+__all__ = ["BEFORE", "PROBES_FILE", "UNDER_LOAD", "Consistency", "ProbeLine", "compared", "consistency_counts",
+           "probe_pairs", "read_probes"]  # fmt: skip
 
 #: the probes' answers, one JSON object (:class:`ProbeLine`) per line
 PROBES_FILE = "probes.jsonl"
@@ -49,18 +50,45 @@ class ProbeLine:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-def read_probes(run_dir: Path | str) -> list[ProbeLine]:
-    """Every probe line of ``run_dir`` (none: the run sent no probes); a torn last line is skipped."""
+def read_probes(run_dir: Path | str) -> tuple[list[ProbeLine], int] | None:
+    """``run_dir``'s probe lines and how many could not be read (a torn last line, a line not a probe's);
+    ``None`` when the run has no ``probes.jsonl`` (it sent no probes)."""
     path = Path(run_dir) / PROBES_FILE
-    if not path.is_file():
-        return []
-    out = []
-    for raw in path.read_bytes().splitlines():
-        try:
-            out.append(ProbeLine.from_dict(orjson.loads(raw)))
-        except (orjson.JSONDecodeError, TypeError):
+    try:
+        raw_lines = path.read_bytes().splitlines()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+    except OSError:
+        return [], 1
+    out, bad = [], 0
+    for raw in raw_lines:
+        if not raw.strip():
             continue
-    return out
+        try:
+            data = orjson.loads(raw)
+            line = ProbeLine.from_dict(data)
+        except (orjson.JSONDecodeError, TypeError, AttributeError):
+            bad += 1
+            continue
+        if line.phase not in (BEFORE, UNDER_LOAD) or type(line.probe) is not int:
+            bad += 1
+            continue
+        out.append(line)
+    return out, bad
+
+
+def probe_pairs(lines: Iterable[ProbeLine]) -> dict[tuple[str, int], tuple[ProbeLine | None, ProbeLine | None]]:
+    """Each (target, probe)'s answer before the load and under it (``None``: that pass has none)."""
+    passes: dict[tuple[str, int], dict[str, ProbeLine]] = {}
+    for line in lines:
+        passes.setdefault((line.target, line.probe), {})[line.phase] = line
+    return {key: (p.get(BEFORE), p.get(UNDER_LOAD)) for key, p in passes.items()}
+
+
+def compared(pair: tuple[ProbeLine | None, ProbeLine | None]) -> bool:
+    """Whether a probe was answered in both passes (so its two answers are compared)."""
+    a, b = pair
+    return a is not None and b is not None and a.ok and b.ok
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,13 +112,12 @@ class Consistency:
 
 def consistency_counts(lines: Iterable[ProbeLine]) -> list[Consistency]:
     """Per target (in the order first seen): how many probes' answers differ between the two passes."""
-    passes: dict[str, dict[int, dict[str, ProbeLine]]] = {}
-    for line in lines:
-        passes.setdefault(line.target, {}).setdefault(line.probe, {})[line.phase] = line
+    by_target: dict[str, list[tuple[ProbeLine | None, ProbeLine | None]]] = {}
+    for (target, _probe), pair in probe_pairs(lines).items():
+        by_target.setdefault(target, []).append(pair)
     out = []
-    for target, probes in passes.items():
-        pairs = [(p.get(BEFORE), p.get(UNDER_LOAD)) for p in probes.values()]
-        both = [(a, b) for a, b in pairs if a is not None and b is not None and a.ok and b.ok]
-        changed = sum(a.text != b.text for a, b in both)
+    for target, pairs in by_target.items():
+        both = [p for p in pairs if compared(p)]
+        changed = sum(a.text != b.text for a, b in both if a is not None and b is not None)
         out.append(Consistency(target, changed, len(both), len(pairs) - len(both)))
     return out

@@ -281,6 +281,7 @@ def test_alert_rule_for_one_checks_pass_rate_reads_the_live_counter() -> None:
         load_slo_spec(text="slos:\n  contract:\n    quality_needle: {min: 90%}\n    quality: {min: 1%}\n")
     )
     (rule,) = rules.document["groups"][0]["rules"]
-    assert 'tokenstorm_checks_total{workload="contract",check="needle",result="pass"}' in rule["expr"]
-    assert rule["expr"].endswith("< 0.9")
+    # judged on the failures' share: a check that never passes has no "pass" series, and must still fire
+    assert 'tokenstorm_checks_total{workload="contract",check="needle",result="fail"}' in rule["expr"]
+    assert "pass" not in rule["expr"] and rule["expr"].endswith("> 0.1")
     assert [t.metric for t, _ in rules.skipped] == ["quality"]  # a record's every check: the report judges it

@@ -166,3 +166,40 @@ def test_a_check_that_raises_is_that_checks_failure() -> None:
 
     outcome = judge((broken,), Reply("x"))
     assert outcome.check == "broken" and "KeyError" in str(outcome.detail)
+
+
+def test_a_near_miss_is_not_the_needle() -> None:
+    from workloads.traffic.checks.needle import Needle
+
+    date = needle(Needle("en", "effective date", "5 March 2030"))
+    assert date(Reply("It takes effect on 5 March 2030.")) is True
+    assert date(Reply("It takes effect on 15 March 2030.")) is not True
+    amount = needle(Needle("en", "settlement amount", "USD 1,234,567"))
+    assert amount(Reply("USD 1234567, payable at once")) is True and amount(Reply("usd1,234,567")) is True
+    assert amount(Reply("USD 1,234,567,000")) is not True
+    code = needle(Needle("en", "escrow account number", "EA-12345-K"))
+    assert code(Reply("EA-12345-K\nParties: ...")) is True and code(Reply("EA-12345-KX")) is not True
+
+
+def test_a_secret_across_the_cut_is_masked_whole() -> None:
+    secret = "sk-live-ABCDEFGHIJKLMNOP"
+    text = "x" * 1990 + secret  # the sample is cut at 2,000 characters: inside the secret
+    req = CompletionRequest("chat", checks=(script("zh"),))
+    record = _record()
+
+    def says_the_secret(reply: Reply) -> str:
+        return "y" * 190 + reply.text[-len(secret) :]
+
+    check_record(record, req, Answer(text), more=(says_the_secret,), failed=FailedAnswers(), secrets=(secret,))
+    assert record.answer_sample is not None and record.check_detail is not None
+    for stored in (record.answer_sample, record.check_detail):
+        assert "sk-live-AB" not in stored and "ABCDEFGH" not in stored
+
+
+def test_a_refusal_is_no_code_and_a_translation_is_not_judged_on_script() -> None:
+    assert "no ```python block" in str(python_parses()(Reply("Sorry, I cannot help.", finish_reason="stop")))
+    assert python_parses()(Reply("def test_a():\n    assert", finish_reason="length")) is None
+    assert script_of("Translate 'the meeting moved' into French and Japanese.") is None
+    assert script_of("请用中文再解释一遍。") == "zh" and script_of("Answer in English: 什么是缓存？") == "en"
+    assert script_of("这个 function 的 return value 是 what type?") is None  # mixed: not judged
+    assert script(None)(Reply("任何文字")) is None

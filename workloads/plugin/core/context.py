@@ -230,6 +230,7 @@ class RunContext:
     def start(self, root: Path, label: str) -> Path:
         """Open a fresh run directory and record writer (local or master only)."""
         self.close()
+        self.failed_answers.clear()  # a new run keeps its own sample of failed answers
         self.run_dir = new_run_dir(root, label)
         if self.options.records == "jsonl":
             self.writer = RecordWriter(self.run_dir / REQUESTS_FILE)
@@ -247,10 +248,14 @@ class RunContext:
         self.live.start(self.started_epoch_s)
         return self.run_dir
 
-    def emit(self, record: RequestRecord) -> None:
-        """Keep one finished request: write it here, or queue it for the master."""
+    def mark_warmup(self, record: RequestRecord) -> None:
+        """Set ``record.warmup``: it started in the run's first ``warmup_s`` seconds."""
         if self.started_epoch_s is not None:
             record.warmup = record.start_epoch_s - self.started_epoch_s < self.warmup_s
+
+    def emit(self, record: RequestRecord) -> None:
+        """Keep one finished request: write it here, or queue it for the master."""
+        self.mark_warmup(record)
         if record.timing_violation:
             self.timing_violations += 1
             if self.timing_violations == 1:

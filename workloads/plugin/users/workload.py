@@ -87,10 +87,15 @@ def send(environment: Environment, client: LlmClient, req: CompletionRequest, mo
     """Send ``req`` with the run's options, keep its record, show it in the live stats."""
     ctx = context(environment)
     record = client.complete(apply_run_options(ctx.options, req, default_max_tokens), model)
-    # The answer's checks: after its last byte was read and its record timed, before the record is kept.
     settings = ctx.workload_settings.get(req.workload)
-    check_record(record, req, client.last_answer, settings.checks if settings is not None else (),
-                 ctx.failed_answers, ctx.secrets())  # fmt: skip
+    checks = settings.checks if settings is not None else ()
+    if record.ok and (req.checks or checks):
+        # The answer's checks, after its last byte was read and its record timed, in a native thread: the event
+        # loop goes on reading the other streams meanwhile (the GIL is handed back every CHECK_SWITCH_S).
+        ctx.mark_warmup(record)
+        failed = None if record.warmup else ctx.failed_answers  # warm-up failures are not judged: not sampled
+        gevent.get_hub().threadpool.apply(check_record, (record, req, client.last_answer, checks, failed,
+                                                         ctx.secrets()))  # fmt: skip
     if send_lag_s is not None:
         record.send_lag_s = max(0.0, send_lag_s)
     ctx.emit(record)

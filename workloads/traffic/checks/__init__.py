@@ -32,6 +32,9 @@ DETAIL_CHARS = 200
 SAMPLE_CHARS = 2000
 #: failed answers kept per workload and check, per load-generator process
 SAMPLES_PER_CHECK = 20
+#: how often (s) a thread running checks hands the GIL back to the event loop's: the longest a check can keep
+#: a read of another stream waiting (Python's default is 5 ms; set by the plugin in load-generator processes)
+CHECK_SWITCH_S = 0.0005
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +92,7 @@ def judge(checks: tuple[Check, ...] | list[Check], reply: Reply) -> CheckOutcome
         results.append(f"{name}:{'pass' if passed else 'fail'}")
         if not passed and first is None:
             first = name
-            detail = (verdict if isinstance(verdict, str) and verdict else f"{name} failed")[:DETAIL_CHARS]
+            detail = verdict if isinstance(verdict, str) and verdict else f"{name} failed"
     if not results:
         return CheckOutcome(None, "", None)
     return CheckOutcome(first or "pass", ",".join(results), detail)
@@ -101,6 +104,10 @@ class FailedAnswers:
     def __init__(self, per_check: int = SAMPLES_PER_CHECK) -> None:
         self.per_check = per_check
         self._kept: Counter[tuple[str, str]] = Counter()
+
+    def clear(self) -> None:
+        """Start over (a new run)."""
+        self._kept.clear()
 
     def keep(self, workload: str, check: str) -> bool:
         """Whether this failure's answer is kept (counting it when it is)."""
@@ -122,11 +129,11 @@ def check_record(record: RequestRecord, req: CompletionRequest, answer: Answer, 
                   record.requested_max_tokens, req)  # fmt: skip
     outcome = judge(checks, reply)
     record.check, record.check_results = outcome.check, outcome.results
-    if outcome.detail is not None:
-        record.check_detail = redact(outcome.detail, secrets)
+    if outcome.detail is not None:  # masked whole, then cut: a secret across the cut is never half-kept
+        record.check_detail = redact(outcome.detail, secrets)[:DETAIL_CHARS]
     if outcome.check not in (None, "pass") and failed is not None and failed.keep(record.workload, outcome.check):
         shown = answer.text or " ".join(_shown_call(c) for c in answer.tool_calls)
-        record.answer_sample = redact(shown[:SAMPLE_CHARS], secrets)
+        record.answer_sample = redact(shown, secrets)[:SAMPLE_CHARS]
 
 
 def _shown_call(call: dict[str, Any]) -> str:

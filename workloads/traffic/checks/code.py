@@ -42,11 +42,14 @@ def code_language() -> Check:
 
 def python_parses() -> Check:
     """The answer's (first closed fenced) Python block parses with :func:`ast.parse` — whole functions
-    were asked for. Not applicable when no block closed (the answer was cut before its end)."""
+    were asked for. An answer that ended on its own without one fails (a refusal is no code); one cut before
+    its block closed is not judged."""
 
     def check(reply: Reply) -> bool | str | None:
         code = fenced_python(reply.text)
         if code is None:
+            if reply.finish_reason == "stop" and "```" not in reply.text:
+                return "no ```python block in an answer that ended on its own"
             return None
         try:
             ast.parse(textwrap.dedent(code))

@@ -36,6 +36,7 @@ QUESTION = {
     "zh": "另外，请在回复的第一行回答：合同中约定的{subject}是什么？",
 }
 _SPACE = re.compile(r"[\s,，]+")
+_SEPARATORS = re.compile(r"[,，]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,11 +84,14 @@ def _normal(text: str) -> str:
 
 
 def needle(expected: Needle) -> Check:
-    """The answer contains the needle's value (case, spaces and thousands separators aside)."""
-    value = _normal(expected.value)
+    """The answer names the needle's value (case, spaces and thousands separators aside) as a whole: not inside
+    a longer number or code ("15 March" is not "5 March", "USD 1,234,567,000" not "USD 1,234,567")."""
+    # the value's characters, any spacing between them; commas out of both sides
+    body = r"\s*".join(re.escape(c) for c in _normal(expected.value))
+    found = re.compile(rf"(?<![0-9a-z]){body}(?![0-9a-z])")
 
     def check(reply: Reply) -> bool | str | None:
-        if value in _normal(reply.text):
+        if found.search(_SEPARATORS.sub("", reply.text.casefold())):
             return True
         return f"the {expected.subject} {expected.value!r} is not in the answer"
 

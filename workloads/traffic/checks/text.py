@@ -46,18 +46,33 @@ def cjk_share(text: str) -> float | None:
     return len(_CJK_CHAR.findall(text)) / len(found)  # each CJK character is a unit of its own
 
 
-def script_of(text: str) -> str:
-    """``"zh"`` when at least a third of ``text``'s units are CJK, else ``"en"``."""
+_ASKS_ZH = re.compile(r"用中文|中文回答|in chinese|into chinese", re.IGNORECASE)
+_ASKS_EN = re.compile(r"用英文|用英语|英文回答|in english|into english", re.IGNORECASE)
+_TRANSLATE = re.compile(r"translat|翻译|譯", re.IGNORECASE)
+
+
+def script_of(text: str) -> str | None:
+    """The script an answer to ``text`` should be in: the language it asks for by name ("用中文", "in
+    English"); else ``"zh"`` when at least half of its units are CJK, ``"en"`` when at most a tenth are;
+    ``None`` (not judged) between those, or for a translation that names no language."""
+    if _ASKS_ZH.search(text):
+        return "zh"
+    if _ASKS_EN.search(text):
+        return "en"
     share = cjk_share(text)
-    return "zh" if share is not None and share >= 1 / 3 else "en"
+    if share is None or _TRANSLATE.search(text):
+        return None
+    if share >= ZH_MIN_CJK:
+        return "zh"
+    return "en" if share <= EN_MAX_CJK else None
 
 
-def script(expected: str) -> Check:
-    """The answer is written in ``expected`` (``"en"`` or ``"zh"``, the prompt's script)."""
+def script(expected: str | None) -> Check:
+    """The answer is written in ``expected`` (``"en"`` or ``"zh"``, the prompt's script; ``None``: not judged)."""
 
     def check(reply: Reply) -> bool | str | None:
         share = cjk_share(reply.text)
-        if share is None:
+        if share is None or expected is None:
             return None  # no words at all (tool calls only): nothing to judge
         if expected == "zh" and share < ZH_MIN_CJK:
             return f"asked in Chinese, answered {share:.0%} CJK (needs {ZH_MIN_CJK:.0%})"
