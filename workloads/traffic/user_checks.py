@@ -18,6 +18,7 @@ workload file's path, never a function.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import sys
@@ -25,7 +26,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .checks import CHECK_NAMES, Check, Reply, named
+from .checks import CHECK_NAMES, Check, CheckCall, Reply
 
 __all__ = ["load_user_check", "user_check_search_path"]
 
@@ -69,11 +70,24 @@ def load_user_check(entry: Any, taken: Iterable[str] = ()) -> Check:
     if name in taken:
         raise ValueError(f"{entry}: another check of this workload is already called {name!r}")
 
-    def user_check(reply: Reply) -> bool | str | None:
-        verdict: Any = fn(reply.request, reply)
-        return verdict if verdict is None or isinstance(verdict, (bool, str)) else bool(verdict)
+    return CheckCall(name, run_user_check, (f"{module_name}:{attr}",))
 
-    return named(name, user_check)
+
+def run_user_check(reply: Reply, entry: str) -> bool | str | None:
+    """The user's check ``entry`` (``module:function``, loaded once per process) on ``reply``: what it returned,
+    a truthy or falsy other value taken as a pass or a failure."""
+    fn = _loaded(entry)
+    verdict: Any = fn(reply.request, reply)
+    return verdict if verdict is None or isinstance(verdict, (bool, str)) else bool(verdict)
+
+
+@functools.cache
+def _loaded(entry: str) -> Any:
+    module_name, _, attr = entry.partition(":")
+    fn: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        fn = getattr(fn, part)
+    return fn
 
 
 def _first_line(exc: BaseException) -> str:

@@ -30,6 +30,7 @@ from ...rundir import REQUESTS_FILE, SEGMENTS_DIR, RecordWriter, RequestRecord, 
 from ...rundir.secrets import authorization_header, secret_forms, split_credentials
 from ...traffic import MODELS, TrafficModel
 from ...traffic.checks import FailedAnswers
+from ...traffic.checks.worker import CheckProcess
 from ..export import prometheus as exporter
 from ..web.live import LiveWindow, series_key
 from . import locust_compat
@@ -112,6 +113,8 @@ class RunContext:
     gc_watch: GcWatch = field(default_factory=GcWatch)
     #: the failed answers this process keeps on their records (a bounded sample per workload and check)
     failed_answers: FailedAnswers = field(default_factory=FailedAnswers)
+    #: where this process's answer checks run (a child process, started on first use)
+    check_process: CheckProcess = field(default_factory=CheckProcess)
     _builders: dict[str, TrafficModel] = field(default_factory=dict)
     options: RunOptions = field(default_factory=RunOptions)
     #: the host the API key was given for, and the key (never written anywhere)

@@ -21,7 +21,6 @@ from locust.event import Events
 from ...rundir import EXIT_RUN_FAILED
 from ...rundir.gpus import read_gpus
 from ...rundir.secrets import split_credentials
-from ...traffic.checks import CHECK_SWITCH_S
 from ..export import prometheus as exporter
 from ..quality import probes
 from ..shapes import soak
@@ -52,9 +51,6 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
     from emulator import check_args as check_emulator_args
 
     ctx = context(environment)
-    # Answer checks run in a native thread beside the event loop (users/workload.py send()): it gets the GIL
-    # back within CHECK_SWITCH_S, not Python's default 5 ms, whenever a read is due.
-    sys.setswitchinterval(min(sys.getswitchinterval(), CHECK_SWITCH_S))
     opts = environment.parsed_options
     if opts is None:
         return

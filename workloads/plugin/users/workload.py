@@ -90,12 +90,11 @@ def send(environment: Environment, client: LlmClient, req: CompletionRequest, mo
     settings = ctx.workload_settings.get(req.workload)
     checks = settings.checks if settings is not None else ()
     if record.ok and (req.checks or checks):
-        # The answer's checks, after its last byte was read and its record timed, in a native thread: the event
-        # loop goes on reading the other streams meanwhile (the GIL is handed back every CHECK_SWITCH_S).
+        # The answer's checks, after its last byte was read and its record timed, in the checks' own process:
+        # this greenlet waits on its pipe while the event loop goes on reading every other stream.
         ctx.mark_warmup(record)
         failed = None if record.warmup else ctx.failed_answers  # warm-up failures are not judged: not sampled
-        gevent.get_hub().threadpool.apply(check_record, (record, req, client.last_answer, checks, failed,
-                                                         ctx.secrets()))  # fmt: skip
+        check_record(record, req, client.last_answer, checks, failed, ctx.secrets(), ctx.check_process.judge)
     if send_lag_s is not None:
         record.send_lag_s = max(0.0, send_lag_s)
     ctx.emit(record)

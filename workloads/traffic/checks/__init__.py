@@ -15,7 +15,7 @@ its record complete; a check that raises is a failure of that check, its excepti
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +24,8 @@ from ...rundir import RequestRecord
 from ...rundir.records import CHECK_NAMES
 from ...rundir.secrets import redact
 
-__all__ = ["CHECK_NAMES", "Check", "CheckOutcome", "FailedAnswers", "Reply", "check_record", "judge", "named"]
+__all__ = ["CHECK_NAMES", "Check", "CheckCall", "CheckOutcome", "FailedAnswers", "Reply", "check_record", "judge",
+           "named"]  # fmt: skip
 
 #: a check's reason is kept on the record up to this many characters
 DETAIL_CHARS = 200
@@ -32,9 +33,6 @@ DETAIL_CHARS = 200
 SAMPLE_CHARS = 2000
 #: failed answers kept per workload and check, per load-generator process
 SAMPLES_PER_CHECK = 20
-#: how often (s) a thread running checks hands the GIL back to the event loop's: the longest a check can keep
-#: a read of another stream waiting (Python's default is 5 ms; set by the plugin in load-generator processes)
-CHECK_SWITCH_S = 0.0005
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +57,19 @@ def named(name: str, fn: Callable[[Reply], bool | str | None]) -> Check:
     """``fn`` as a check called ``name`` (what records and SLOs call it)."""
     fn.check_name = name  # type: ignore[attr-defined]
     return fn
+
+
+@dataclass(frozen=True, slots=True)
+class CheckCall:
+    """A check as data: the module-level function ``fn(reply, *args)`` under ``check_name`` — picklable, so that
+    the checks can run in a process of their own (:mod:`.worker`), away from the load generator's event loop."""
+
+    check_name: str
+    fn: Callable[..., bool | str | None]
+    args: tuple[Any, ...] = ()
+
+    def __call__(self, reply: Reply) -> bool | str | None:
+        return self.fn(reply, *self.args)
 
 
 def check_name(check: Check) -> str:
@@ -118,16 +129,19 @@ class FailedAnswers:
         return True
 
 
-def check_record(record: RequestRecord, req: CompletionRequest, answer: Answer, more: Iterable[Check] = (),
-                 failed: FailedAnswers | None = None, secrets: tuple[str, ...] = ()) -> None:  # fmt: skip
+def check_record(record: RequestRecord, req: CompletionRequest, answer: Answer, more: tuple[Check, ...] = (),
+                 failed: FailedAnswers | None = None, secrets: tuple[str, ...] = (),
+                 judge_with: Callable[[tuple[Check, ...], Reply], CheckOutcome] | None = None) -> None:  # fmt: skip
     """Judge a succeeded, streamed request's ``answer`` by its checks (and ``more``: the workload's own), on
-    its ``record``; a failed answer's text kept there when ``failed`` still has room for it (secrets masked)."""
+    its ``record``; a failed answer's text kept there when ``failed`` still has room for it (secrets masked).
+    ``judge_with``: what runs them (the load generator's :class:`~.worker.CheckProcess`), else :func:`judge`."""
     checks = (*req.checks, *more)
     if not checks or not record.ok or not req.stream:
         return
+    # The request goes with the answer only to users' own checks (its history can be large).
     reply = Reply(answer.text, answer.tool_calls, record.finish_reason, record.output_tokens,
-                  record.requested_max_tokens, req)  # fmt: skip
-    outcome = judge(checks, reply)
+                  record.requested_max_tokens, req if more else None)  # fmt: skip
+    outcome = (judge_with or judge)(checks, reply)
     record.check, record.check_results = outcome.check, outcome.results
     if outcome.detail is not None:  # masked whole, then cut: a secret across the cut is never half-kept
         record.check_detail = redact(outcome.detail, secrets)[:DETAIL_CHARS]

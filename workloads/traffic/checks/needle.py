@@ -16,7 +16,7 @@ import random
 import re
 from dataclasses import dataclass
 
-from . import Check, Reply, named
+from . import Check, CheckCall, Reply
 
 __all__ = ["Needle", "make_needle", "needle"]
 
@@ -88,11 +88,10 @@ def needle(expected: Needle) -> Check:
     a longer number or code ("15 March" is not "5 March", "USD 1,234,567,000" not "USD 1,234,567")."""
     # the value's characters, any spacing between them; commas out of both sides
     body = r"\s*".join(re.escape(c) for c in _normal(expected.value))
-    found = re.compile(rf"(?<![0-9a-z]){body}(?![0-9a-z])")
+    return CheckCall("needle", _needle, (expected, rf"(?<![0-9a-z]){body}(?![0-9a-z])"))
 
-    def check(reply: Reply) -> bool | str | None:
-        if found.search(_SEPARATORS.sub("", reply.text.casefold())):
-            return True
-        return f"the {expected.subject} {expected.value!r} is not in the answer"
 
-    return named("needle", check)
+def _needle(reply: Reply, expected: Needle, pattern: str) -> bool | str | None:
+    if re.search(pattern, _SEPARATORS.sub("", reply.text.casefold())):  # compiled once, kept by re's cache
+        return True
+    return f"the {expected.subject} {expected.value!r} is not in the answer"

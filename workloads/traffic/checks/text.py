@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from . import Check, Reply, named
+from . import Check, CheckCall, Reply
 
 __all__ = ["CJK", "complete", "repetition", "script", "script_of", "units"]
 
@@ -69,18 +69,18 @@ def script_of(text: str) -> str | None:
 
 def script(expected: str | None) -> Check:
     """The answer is written in ``expected`` (``"en"`` or ``"zh"``, the prompt's script; ``None``: not judged)."""
+    return CheckCall("script", _script, (expected,))
 
-    def check(reply: Reply) -> bool | str | None:
-        share = cjk_share(reply.text)
-        if share is None or expected is None:
-            return None  # no words at all (tool calls only): nothing to judge
-        if expected == "zh" and share < ZH_MIN_CJK:
-            return f"asked in Chinese, answered {share:.0%} CJK (needs {ZH_MIN_CJK:.0%})"
-        if expected != "zh" and share > EN_MAX_CJK:
-            return f"asked in English, answered {share:.0%} CJK (at most {EN_MAX_CJK:.0%})"
-        return True
 
-    return named("script", check)
+def _script(reply: Reply, expected: str | None) -> bool | str | None:
+    share = cjk_share(reply.text)
+    if share is None or expected is None:
+        return None  # no words at all (tool calls only): nothing to judge
+    if expected == "zh" and share < ZH_MIN_CJK:
+        return f"asked in Chinese, answered {share:.0%} CJK (needs {ZH_MIN_CJK:.0%})"
+    if expected != "zh" and share > EN_MAX_CJK:
+        return f"asked in English, answered {share:.0%} CJK (at most {EN_MAX_CJK:.0%})"
+    return True
 
 
 def repeated_ratio(text: str, n: int = REPEAT_N) -> float | None:
@@ -94,32 +94,32 @@ def repeated_ratio(text: str, n: int = REPEAT_N) -> float | None:
 
 def repetition() -> Check:
     """The answer does not loop: at most ``REPEAT_MAX_RATIO`` of its word trigrams are repeats."""
+    return CheckCall("repetition", _repetition)
 
-    def check(reply: Reply) -> bool | str | None:
-        ratio = repeated_ratio(reply.text)
-        if ratio is None:
-            return None
-        if ratio > REPEAT_MAX_RATIO:
-            return f"{ratio:.0%} of its {REPEAT_N}-grams are repeats (at most {REPEAT_MAX_RATIO:.0%})"
-        return True
 
-    return named("repetition", check)
+def _repetition(reply: Reply) -> bool | str | None:
+    ratio = repeated_ratio(reply.text)
+    if ratio is None:
+        return None
+    if ratio > REPEAT_MAX_RATIO:
+        return f"{ratio:.0%} of its {REPEAT_N}-grams are repeats (at most {REPEAT_MAX_RATIO:.0%})"
+    return True
 
 
 def complete() -> Check:
     """The answer ended on its own (``stop``, ``tool_calls``), or at ``max_tokens`` — not cut short: no
     ``length`` finish before ``max_tokens`` (the context window ran out), no ``abort``, no empty answer."""
+    return CheckCall("complete", _complete)
 
-    def check(reply: Reply) -> bool | str | None:
-        finish = reply.finish_reason
-        if not reply.text.strip() and not reply.tool_calls:
-            return f"empty answer (finish_reason {finish})"
-        if finish in ("stop", "tool_calls"):
+
+def _complete(reply: Reply) -> bool | str | None:
+    finish = reply.finish_reason
+    if not reply.text.strip() and not reply.tool_calls:
+        return f"empty answer (finish_reason {finish})"
+    if finish in ("stop", "tool_calls"):
+        return True
+    if finish == "length":
+        if reply.max_tokens is None or reply.output_tokens is None or reply.output_tokens >= reply.max_tokens:
             return True
-        if finish == "length":
-            if reply.max_tokens is None or reply.output_tokens is None or reply.output_tokens >= reply.max_tokens:
-                return True
-            return f"cut at {reply.output_tokens} of {reply.max_tokens} max_tokens (finish_reason length)"
-        return f"finish_reason {finish}"
-
-    return named("complete", check)
+        return f"cut at {reply.output_tokens} of {reply.max_tokens} max_tokens (finish_reason length)"
+    return f"finish_reason {finish}"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from . import Check, Reply, named
+from . import Check, CheckCall, Reply
 
 __all__ = ["schema_problem", "tool_args", "tool_exists"]
 
@@ -59,45 +59,43 @@ def schema_problem(value: Any, schema: dict[str, Any], where: str = "arguments")
 
 def tool_exists(tools: list[dict[str, Any]]) -> Check:
     """Every tool the answer called is one the request offered."""
-    names = set(_functions(tools))
+    return CheckCall("tool_exists", _tool_exists, (tuple(sorted(_functions(tools))),))
 
-    def check(reply: Reply) -> bool | str | None:
-        if not reply.tool_calls:
-            return None
-        for call in reply.tool_calls:
-            name = (call.get("function") or {}).get("name")
-            if name not in names:
-                return f"called {name!r}, not an offered tool ({', '.join(sorted(names))})"
-        return True
 
-    return named("tool_exists", check)
+def _tool_exists(reply: Reply, names: tuple[str, ...]) -> bool | str | None:
+    if not reply.tool_calls:
+        return None
+    for call in reply.tool_calls:
+        name = (call.get("function") or {}).get("name")
+        if name not in names:
+            return f"called {name!r}, not an offered tool ({', '.join(names)})"
+    return True
 
 
 def tool_args(tools: list[dict[str, Any]]) -> Check:
     """Every call's arguments are a JSON object its tool's schema accepts (calls to unknown tools are
     ``tool_exists``' to judge). A call cut at ``max_tokens`` (finish ``length``) is not judged."""
-    schemas = _functions(tools)
+    return CheckCall("tool_args", _tool_args, (_functions(tools),))
 
-    def check(reply: Reply) -> bool | str | None:
-        if reply.finish_reason == "length":
-            return None  # cut at max_tokens: the budget's doing, not the model's (give the step more tokens)
-        judged = False
-        for call in reply.tool_calls:
-            fn = call.get("function") or {}
-            schema = schemas.get(str(fn.get("name")))
-            if schema is None:
-                continue
-            judged = True
-            raw = fn.get("arguments") or ""
-            try:
-                args = json.loads(raw) if raw.strip() else {}
-            except json.JSONDecodeError as exc:
-                return f"{fn.get('name')}: arguments are not JSON ({exc.msg} at {exc.pos}): {raw[:60]!r}"
-            if not isinstance(args, dict):
-                return f"{fn.get('name')}: arguments are a JSON {type(args).__name__}, not an object"
-            problem = schema_problem(args, schema)
-            if problem:
-                return f"{fn.get('name')}: {problem}"
-        return True if judged else None
 
-    return named("tool_args", check)
+def _tool_args(reply: Reply, schemas: dict[str, dict[str, Any]]) -> bool | str | None:
+    if reply.finish_reason == "length":
+        return None  # cut at max_tokens: the budget's doing, not the model's (give the step more tokens)
+    judged = False
+    for call in reply.tool_calls:
+        fn = call.get("function") or {}
+        schema = schemas.get(str(fn.get("name")))
+        if schema is None:
+            continue
+        judged = True
+        raw = fn.get("arguments") or ""
+        try:
+            args = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError as exc:
+            return f"{fn.get('name')}: arguments are not JSON ({exc.msg} at {exc.pos}): {raw[:60]!r}"
+        if not isinstance(args, dict):
+            return f"{fn.get('name')}: arguments are a JSON {type(args).__name__}, not an object"
+        problem = schema_problem(args, schema)
+        if problem:
+            return f"{fn.get('name')}: {problem}"
+    return True if judged else None

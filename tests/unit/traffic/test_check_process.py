@@ -1,0 +1,78 @@
+"""The checks' own process judges as the load generator would (built-in checks and a user's own, imported
+from where the load generator imports it), and when it dies the answer is still judged, here."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from workloads.client.client import Answer
+from workloads.rundir import RequestRecord
+from workloads.traffic import MODELS, default_settings
+from workloads.traffic.checks import FailedAnswers, Reply, check_record, judge, named
+from workloads.traffic.checks.worker import CheckProcess
+from workloads.traffic.tokens import TokenCounter
+from workloads.traffic.user_checks import load_user_check
+
+
+@pytest.fixture
+def checker():  # type: ignore[no-untyped-def]
+    proc = CheckProcess()
+    yield proc
+    proc.close()
+
+
+def test_the_process_judges_every_models_checks_as_they_are_judged_here(checker: CheckProcess) -> None:
+    rng = random.Random(4)
+    answers = ["The cache holds keys.", "缓存保存键和值。", "```python\ndef test_a():\n    assert 1\n```", "结果 = 1",
+               "I am not sure. " * 10, ""]  # fmt: skip
+    seen = 0
+    for name in ("contract", "code", "chat", "agent"):
+        model = MODELS[name](default_settings()[name], TokenCounter(), seed=1)
+        req = next(model.session(rng))  # type: ignore[attr-defined]
+        for text in answers:
+            reply = Reply(text, [], rng.choice(("stop", "length")), 10, 12)
+            assert checker.judge(req.checks, reply) == judge(req.checks, reply)
+            seen += 1
+    assert seen == 24 and checker._proc is not None and checker._proc.poll() is None  # one process did them all
+
+
+def test_a_users_own_check_runs_in_the_process_with_its_request(tmp_path: Path, checker: CheckProcess) -> None:
+    (tmp_path / "team_rules.py").write_text(
+        "def cites_the_model(request, reply):\n    return request.workload in reply.text or 'no workload named'\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        check = load_user_check("team_rules:cites_the_model")
+        from workloads.client import CompletionRequest
+
+        record = RequestRecord(workload="chat", endpoint="/v1/chat/completions", model="m", stream=True,
+                               start_epoch_s=0.0, ok=True, finish_reason="stop", output_tokens=3)  # fmt: skip
+        req = CompletionRequest("chat")
+        check_record(record, req, Answer("a chat answer"), (check,), FailedAnswers(), (), checker.judge)
+        assert record.check_results == "cites_the_model:pass"
+        check_record(record, req, Answer("nothing"), (check,), FailedAnswers(), (), checker.judge)
+        assert record.check == "cites_the_model" and record.check_detail == "no workload named"
+    finally:
+        sys.path.remove(str(tmp_path))
+
+
+def test_a_dead_process_is_replaced_and_an_unpicklable_check_is_judged_here(
+    checker: CheckProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    reply = Reply("x " * 30, [], "stop", 30, 64)
+    model = MODELS["chat"](default_settings()["chat"], TokenCounter(), seed=1)
+    checks = next(model.session(random.Random(1))).checks  # type: ignore[attr-defined]
+    assert checker.judge(checks, reply) == judge(checks, reply)
+    first = checker._proc
+    assert first is not None
+    first.kill()
+    first.wait()
+    assert checker.judge(checks, reply) == judge(checks, reply)  # by a fresh process
+    assert checker._proc is not None and checker._proc is not first
+    local = named("local_rule", lambda r: "x" in r.text)  # a lambda cannot be pickled: judged here
+    assert checker.judge((*checks, local), reply) == judge((*checks, local), reply)
+    assert "answer checks run in the load generator from now on" in caplog.text
