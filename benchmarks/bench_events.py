@@ -17,7 +17,8 @@ process's user+system time over the same window (psutil). Issue #9's target: >= 
 
 ``--before REF`` adds tokenstorm as it was at git commit ``REF`` (a temporary worktree), run in turn with
 today's in the same emulator set-up: the ratio of the two says what a change cost per event (issue #23's
-target: answer checks within 3%). ``--skip-vllm`` leaves vLLM's client out (no ``.venv-vllm`` needed).
+target: answer checks within 3%). ``--skip-vllm`` leaves vLLM's client out (no ``.venv-vllm`` needed); then
+the CPU counted is the load generator's and its children's (the monitor, the answer checks' process).
 """
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ def _pin(core: int):  # type: ignore[no-untyped-def]
 
 
 def _measure(
-    cmd: list[str], url: str, streams: int, warmup_s: float, window_s: float, cwd: Path, pythonpath: str = ""
+    cmd: list[str], url: str, streams: int, warmup_s: float, window_s: float, cwd: Path, pythonpath: str = "",
+    with_children: bool = False,
 ) -> tuple[float, float, float]:
     """Run ``cmd``; once all its streams run (+ ``warmup_s``), over ``window_s`` return
     (events, client CPU s, wall s). Start-up (vLLM's imports take ~15 s) is left out."""
@@ -88,9 +90,9 @@ def _measure(
         time.sleep(warmup_s)
         if proc.poll() is not None:
             raise SystemExit(f"{cmd[:3]} ended early: {(cwd / 'client.log').read_text()[-2000:]}")
-        c0, e0, w0 = ps.cpu_times(), _generated(url), time.perf_counter()
+        c0, e0, w0 = _cpu(ps, with_children), _generated(url), time.perf_counter()
         time.sleep(window_s)
-        c1, e1, w1 = ps.cpu_times(), _generated(url), time.perf_counter()
+        c1, e1, w1 = _cpu(ps, with_children), _generated(url), time.perf_counter()
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
@@ -100,8 +102,21 @@ def _measure(
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         log.close()
-    cpu = (c1.user - c0.user) + (c1.system - c0.system)
-    return e1 - e0, cpu, w1 - w0
+    return e1 - e0, c1 - c0, w1 - w0
+
+
+def _cpu(ps: psutil.Process, with_children: bool) -> float:
+    """User + system CPU seconds of ``ps`` (and, ``with_children``, of every process it started that still
+    runs: the monitor, the answer checks' process)."""
+    procs = [ps, *ps.children(recursive=True)] if with_children else [ps]
+    total = 0.0
+    for p in procs:
+        try:
+            t = p.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += t.user + t.system
+    return total
 
 
 def main() -> None:
@@ -192,7 +207,7 @@ def _ours_only(args: argparse.Namespace) -> None:
                             os.sched_setaffinity(emu._proc.pid, {1})
                         cmd = _locust(root, emu.url, args, tmp / "runs")
                         events, cpu, wall = _measure(cmd, emu.url, args.streams, args.warmup, args.window, tmp,
-                                                     pythonpath=str(root))  # fmt: skip
+                                                     pythonpath=str(root), with_children=True)  # fmt: skip
                     rates[name].append(events / cpu)
                     print(f"  run {i + 1} {name:22} {events / wall:9,.0f} events/s, client CPU {cpu / wall:5.0%} "
                           f"of a core, {events / cpu:9,.0f} events per CPU-second", flush=True)  # fmt: skip

@@ -13,7 +13,7 @@ from workloads.client.client import Answer
 from workloads.rundir import RequestRecord
 from workloads.traffic import MODELS, default_settings
 from workloads.traffic.checks import FailedAnswers, Reply, check_record, judge, named
-from workloads.traffic.checks.worker import CheckProcess
+from workloads.traffic.checks.worker import INLINE_CHARS, CheckProcess
 from workloads.traffic.tokens import TokenCounter
 from workloads.traffic.user_checks import load_user_check
 
@@ -27,8 +27,11 @@ def checker():  # type: ignore[no-untyped-def]
 
 def test_the_process_judges_every_models_checks_as_they_are_judged_here(checker: CheckProcess) -> None:
     rng = random.Random(4)
-    answers = ["The cache holds keys.", "缓存保存键和值。", "```python\ndef test_a():\n    assert 1\n```", "结果 = 1",
-               "I am not sure. " * 10, ""]  # fmt: skip
+    # longer than INLINE_CHARS: short answers are judged in the load generator itself
+    pad = " " + "the cache holds keys " * (INLINE_CHARS // 20)
+    fence = "```python\ndef test_a():\n    assert 1\n```"
+    answers = ["The cache holds keys." + pad, "缓存保存键和值。" * 200, fence + pad, "结果 = 1" + pad,
+               "I am not sure. " * 100, " " * (INLINE_CHARS + 1)]  # fmt: skip
     seen = 0
     for name in ("contract", "code", "chat", "agent"):
         model = MODELS[name](default_settings()[name], TokenCounter(), seed=1)
@@ -38,6 +41,14 @@ def test_the_process_judges_every_models_checks_as_they_are_judged_here(checker:
             assert checker.judge(req.checks, reply) == judge(req.checks, reply)
             seen += 1
     assert seen == 24 and checker._proc is not None and checker._proc.poll() is None  # one process did them all
+
+
+def test_a_short_answer_is_judged_here() -> None:
+    checker = CheckProcess()
+    model = MODELS["chat"](default_settings()["chat"], TokenCounter(), seed=1)
+    checks = next(model.session(random.Random(1))).checks  # type: ignore[attr-defined]
+    reply = Reply("The cache holds keys and values.", [], "stop", 8, 64)
+    assert checker.judge(checks, reply) == judge(checks, reply) and checker._proc is None  # no process started
 
 
 def test_a_users_own_check_runs_in_the_process_with_its_request(tmp_path: Path, checker: CheckProcess) -> None:
@@ -63,7 +74,7 @@ def test_a_users_own_check_runs_in_the_process_with_its_request(tmp_path: Path, 
 def test_a_dead_process_is_replaced_and_an_unpicklable_check_is_judged_here(
     checker: CheckProcess, caplog: pytest.LogCaptureFixture
 ) -> None:
-    reply = Reply("x " * 30, [], "stop", 30, 64)
+    reply = Reply("x " * INLINE_CHARS, [], "stop", 30, 64)
     model = MODELS["chat"](default_settings()["chat"], TokenCounter(), seed=1)
     checks = next(model.session(random.Random(1))).checks  # type: ignore[attr-defined]
     assert checker.judge(checks, reply) == judge(checks, reply)

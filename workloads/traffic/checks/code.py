@@ -15,6 +15,7 @@ __all__ = ["code_language", "fenced_python", "python_parses"]
 _FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 # string literals (triple-quoted first), so that CJK text inside strings is not an identifier
 _STRINGS = re.compile(r"('''.*?'''|\"\"\".*?\"\"\"|'(?:\\.|[^'\\\n])*'|\"(?:\\.|[^\"\\\n])*\")", re.DOTALL)
+_ANY_CJK = re.compile(rf"[{CJK}]")
 _CJK_RUN = re.compile(rf"[\w{CJK}]*[{CJK}][\w{CJK}]*")
 
 
@@ -34,6 +35,8 @@ def _code_language(reply: Reply) -> bool | str | None:
     code = fenced_python(reply.text) or reply.text
     if not code.strip():
         return None
+    if not _ANY_CJK.search(code):
+        return True  # the common case, at once: nothing to look for in identifiers, comments or strings
     m = _CJK_RUN.search(_STRINGS.sub("''", code))
     if m:
         return f"CJK identifier or comment {m.group(0)[:40]!r}"
