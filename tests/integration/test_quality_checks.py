@@ -95,3 +95,36 @@ def test_with_the_knobs_off_every_check_passes_and_the_quality_slos_hold(tmp_pat
                     "tool_args"}  # fmt: skip
     assert run.returncode == 0, run.output[-3000:]
     assert _failed_junit_cases(run.run_dir) == []
+
+
+def test_long_answers_are_judged_in_the_checks_own_process_as_the_emulator_answered(tmp_path: Path) -> None:
+    import threading
+
+    import psutil
+
+    seen: set[str] = set()
+    stop = threading.Event()
+
+    def watch() -> None:  # the checks' process, a child of the load generator, while the run goes
+        while not stop.is_set():
+            for p in psutil.process_iter(["cmdline"]):
+                if "workloads.traffic.checks.worker" in " ".join(p.info["cmdline"] or ()):
+                    seen.add(str(p.pid))
+            stop.wait(0.5)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        with EmulatorProcess(*EMU, "--wrong-needle", "0.3") as emu:
+            run = run_locust(tmp_path, "contract.py", "--host", emu.url, "-u", "8", "-r", "8", "-t", "10s",
+                             "--max-tokens", "400", "--wait-time", "0",
+                             "--contract-prompt-tokens", "uniform:300-600")  # fmt: skip
+            truth = _truth(emu.url)
+    finally:
+        stop.set()
+        watcher.join()
+    records = [r for r in run.records() if r["ok"]]
+    assert len(records) >= 50 and seen, (len(records), seen)  # answers of ~2 KB: over INLINE_CHARS
+    for r in records:
+        assert r["check"] == ("needle" if "needle" in truth[r["request_id"]] else "pass"), r["request_id"]
+    assert 0 < sum(r["check"] == "needle" for r in records) < len(records)
