@@ -46,6 +46,9 @@ COMPARED_METRICS: tuple[tuple[str, str, str, bool | None], ...] = (
     ("mean_steps_per_session", "steps per session", "agent", None),
     ("prefix_cache_hit_rate", "prefix-cache hit rate", "cache", True),
     ("prefix_cache_hit_rate_server", "prefix-cache hit rate (/metrics)", "cache", True),
+    ("quality_pass_rate", "answers passing their checks", "quality", True),
+    ("needle_pass_rate", "needle recall", "quality", True),
+    ("consistency_changed_share", "probe answers changed under load", "quality", False),
 )  # fmt: skip
 
 

@@ -67,9 +67,10 @@ class ComparedRun:
 
 
 #: the sections of the figures' tables, in order
-SECTIONS = ("latency", "throughput", "errors", "cost", "agent", "cache")
+SECTIONS = ("latency", "throughput", "errors", "cost", "agent", "cache", "quality")
 #: shares (0..1): shown in percent, compared in percentage points
-RATES = ("error_rate", "prefix_cache_hit_rate", "prefix_cache_hit_rate_server")
+RATES = ("error_rate", "prefix_cache_hit_rate", "prefix_cache_hit_rate_server", "quality_pass_rate", "needle_pass_rate",
+         "consistency_changed_share")  # fmt: skip
 
 
 def fmt_value(key: str, value: Any) -> str:

@@ -62,7 +62,8 @@ def read_tokenstorm(run_dir: Path, argument: int) -> list[ComparedRun]:
         problems = [f"{run_dir.name}: deployment only partly captured: {p}" for p in deployment.get("problems") or []]
         return [ComparedRun(
             name=run_dir.name,
-            figures={ALL: _figures(summary), **workloads},
+            figures=_with_quality({ALL: _figures(summary), **workloads}, summary.get("quality"),
+                                  summary.get("consistency")),
             duration_s=_float(summary.get("duration")),
             target_url=display_url(str(deployment.get("url") or meta.target or "")) or None,
             model=_model(deployment, meta),
@@ -82,9 +83,12 @@ def read_tokenstorm(run_dir: Path, argument: int) -> list[ComparedRun]:
         slos = f"{block.get('slos_failed', 0)} of {block.get('slos', 0)} SLOs failed" if block.get("slos_failed") else (
             f"all {block.get('slos', 0)} SLOs held")  # fmt: skip
         per_workload = block.get("workloads") if isinstance(block.get("workloads"), dict) else {}
+        quality = ((summary.get("quality") or {}).get("targets") or {}).get(label)
+        consistency = ((summary.get("consistency") or {}).get("targets") or {}).get(label)
         runs.append(ComparedRun(
             name=f"{run_dir.name}[{label}]",
-            figures={ALL: _figures(block), **{str(w): b for w, b in per_workload.items()}},
+            figures=_with_quality({ALL: _figures(block), **{str(w): dict(b) for w, b in per_workload.items()}},
+                                  quality, consistency),
             target_label=str(label),
             duration_s=_float(block.get("duration")),
             target_url=display_url(str(deployment.get("url") or block.get("url") or "")) or None,
@@ -103,6 +107,25 @@ def read_tokenstorm(run_dir: Path, argument: int) -> list[ComparedRun]:
             **common,
         ))  # fmt: skip
     return runs
+
+
+def _with_quality(figures: dict[str, dict[str, Any]], quality: Any, consistency: Any) -> dict[str, dict[str, Any]]:
+    """``figures`` with summary.json's answer quality (its ``quality`` and ``consistency`` blocks) as flat figures:
+    the pass rate per scope, the needle recall, the probes' changed share (the whole run's)."""
+    if isinstance(quality, dict):
+        # a run's block has "run"; an A/B target's block is its run figures with its "workloads"
+        scopes = {ALL: quality.get("run", quality), **(quality.get("workloads") or {})}
+        for scope, block in scopes.items():
+            if not isinstance(block, dict):
+                continue
+            row = figures.setdefault(str(scope), {})
+            row["quality_pass_rate"] = _float(block.get("pass_rate"))
+            needle = (block.get("by_check") or {}).get("needle")
+            if isinstance(needle, dict):
+                row["needle_pass_rate"] = _float(needle.get("pass_rate"))
+    if isinstance(consistency, dict) and consistency.get("changed_share") is not None:
+        figures.setdefault(ALL, {})["consistency_changed_share"] = _float(consistency.get("changed_share"))
+    return figures
 
 
 def _figures(block: dict[str, Any]) -> dict[str, Any]:
