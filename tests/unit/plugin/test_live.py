@@ -225,3 +225,18 @@ def test_the_live_status_first_says_whether_the_windows_timing_is_trustworthy_an
     clock.now = T0 + 120
     assert judge_recent(spec, live.recent_rows(), T0, now=clock.now, clock={})[0]["status"] == "no data"
     assert judge_recent(spec, live.recent_rows(), T0, now=clock.now)[0]["label"] != "Timing fidelity"
+
+
+def test_a_quality_slo_is_judged_live_on_the_recent_answers() -> None:
+    spec = load_slo_spec(text="slos:\n  contract:\n    quality_needle: {min: 90%}\n  chat:\n    quality: {min: 90%}\n")
+    live, clock = window_at(T0)
+    for i in range(20):  # contract: every 4th answer missed its needle (75%); chat: all pass
+        missed = i % 4 == 0
+        live.observe({**row(T0 + 5 + i, workload="contract"), "check": "needle" if missed else "pass",
+                      "check_results": f"needle:{'fail' if missed else 'pass'}"})  # fmt: skip
+        live.observe({**row(T0 + 5 + i), "check": "pass", "check_results": "script:pass,complete:pass"})
+    clock.now = T0 + 26
+    status = {s["label"]: s for s in judge_recent(spec, live.recent_rows(), T0)}
+    needle = status["contract quality_needle min >= 0.9"]
+    assert needle["status"] == "fail" and needle["measured"] == pytest.approx(0.75)
+    assert status["chat quality min >= 0.9"]["status"] == "pass"

@@ -75,7 +75,7 @@ FIDELITY_LABEL = "Timing fidelity"
 #: the record fields the SLO evaluation and the timing fidelity read (the rest of a record is not kept)
 _KEEP = ("workload", "ok", "error_category", "warmup", "start_epoch_s", "e2e_s", "done_s", "ttft_s", "tpot_s",
          "output_tokens", "target", "token_events", "late_events", "ttft_late", "read_lag_max_s",
-         "tool_call_s")  # fmt: skip
+         "tool_call_s", "check", "check_results")  # fmt: skip
 
 
 def percentile(values: Any, pct: float) -> float | None:
