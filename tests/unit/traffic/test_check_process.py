@@ -3,6 +3,7 @@ from where the load generator imports it), and when it dies the answer is still 
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 from pathlib import Path
@@ -41,6 +42,8 @@ def test_the_process_judges_every_models_checks_as_they_are_judged_here(checker:
             assert checker.judge(req.checks, reply) == judge(req.checks, reply)
             seen += 1
     assert seen == 24 and checker._proc is not None and checker._proc.poll() is None  # one process did them all
+    # in a session of its own: a terminal's Ctrl-C reaches the load generator, which ends it, not it mid-answer
+    assert os.getsid(checker._proc.pid) != os.getsid(0)
 
 
 def test_a_short_answer_is_judged_here() -> None:

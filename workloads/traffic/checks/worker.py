@@ -65,7 +65,10 @@ class CheckProcess:
         self._lock: Any = None
 
     def _start(self) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        # Its own session, as the emulator's: a terminal's Ctrl-C (SIGINT to the foreground group) stops the load
+        # generator, which ends this process by closing its pipe, never this process mid-answer.
+        proc = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                start_new_session=True)  # fmt: skip
         assert proc.stdin is not None
         _send(proc.stdin, list(sys.path))  # where users' own checks import from, as here
         self._proc = proc
