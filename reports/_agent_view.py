@@ -14,7 +14,15 @@ from matplotlib.axes import Axes
 from ._agent import has_agent_records, session_workloads, sessions, tool_call_latencies, tool_call_rows
 from ._columns import dropped_nan, selected, workloads_in
 from ._headline import HeadlineRow, headline_rows
-from ._plots import _STYLE, MIN_FONT_PT, PANEL_HEIGHT_IN, cache_panels, figure_png, new_figure, side_legend, time_bins
+from ._plots import (
+    _STYLE,
+    MIN_FONT_PT,
+    cache_panels,
+    figure_png,
+    new_figure,
+    time_bins,
+    time_panels_png,
+)
 from ._rundir import RunData
 from ._summary import RunSummary
 from ._targets import target_labels, target_mask
@@ -145,12 +153,4 @@ def _over_time_png(run: RunData, mask: np.ndarray, t0: float) -> str:
 
     panels: list[tuple[str, Callable[[Axes], None]]] = [("TTFT of the session steps, p50 and p95 (dashed)", ttft)]
     panels += cache_panels(run, t0, edges, shown, preemptions=False)
-    fig, axes = new_figure(len(panels), 1, PANEL_HEIGHT_IN * len(panels), sharex=True)
-    with plt.rc_context(_STYLE):
-        for ax, (title, draw) in zip(axes[:, 0], panels, strict=True):
-            draw(ax)
-            ax.set_title(title)
-            side_legend(ax)
-        axes[-1, 0].set_xlim(left=0)
-        axes[-1, 0].set_xlabel("time since the run started (s)")
-    return figure_png(fig)
+    return time_panels_png(panels)

@@ -76,6 +76,18 @@ def side_legend(ax: Axes) -> None:
                   fontsize=MIN_FONT_PT, ncol=ncol, frameon=False)  # fmt: skip
 
 
+def time_panels_png(panels: list[tuple[str, Callable[[Axes], None]]]) -> str:
+    """Over-time panels stacked on one shared time axis (each drawn, titled, its legend beside it), as PNG."""
+    fig, axes = new_figure(len(panels), 1, PANEL_HEIGHT_IN * len(panels), sharex=True)
+    with plt.rc_context(_STYLE):
+        for ax, (title, draw) in zip(axes[:, 0], panels, strict=True):
+            draw(ax)
+            ax.set_title(title)
+            side_legend(ax)
+        axes[-1, 0].set(xlim=(0, None), xlabel="time since the run started (s)")
+    return figure_png(fig)
+
+
 def _from_zero(ax: Axes) -> None:
     ax.set_ylim(bottom=0)
 
@@ -237,8 +249,7 @@ def timeseries_figure(run: RunData, t0: float, mask: np.ndarray,
                                label="monitor gap" if i == 0 else None)  # fmt: skip
             _from_zero(ax)
             side_legend(ax)
-    axes[-1, 0].set_xlim(left=0)
-    axes[-1, 0].set_xlabel("time since the run started (s)")
+    axes[-1, 0].set(xlim=(0, None), xlabel="time since the run started (s)")
     return fig, [p[0] for p in panels]
 
 

@@ -19,7 +19,7 @@ from matplotlib.axes import Axes
 from workloads.rundir import iter_batches, read_capacity, read_load, read_sweep
 
 from ._columns import workloads_in
-from ._plots import _STYLE, PANEL_HEIGHT_IN, figure_png, new_figure, side_legend, time_bins
+from ._plots import _STYLE, figure_png, new_figure, side_legend, time_bins, time_panels_png
 from ._quality import check_names, check_status, is_quality_metric
 from ._rundir import RunData
 from ._slo import SloSpec
@@ -154,15 +154,7 @@ def _over_time_png(run: RunData, mask: np.ndarray, t0: float) -> str:
         ("Answers that passed every check, per workload (judged requests, by start)", by_workload),
         ("Pass rate per check (every workload's answers it applied to)", by_check),
     ]
-    fig, axes = new_figure(len(panels), 1, PANEL_HEIGHT_IN * len(panels), sharex=True)
-    with plt.rc_context(_STYLE):
-        for ax, (title, draw) in zip(axes[:, 0], panels, strict=True):
-            draw(ax)
-            ax.set_title(title)
-            side_legend(ax)
-        axes[-1, 0].set_xlim(left=0)
-        axes[-1, 0].set_xlabel("time since the run started (s)")
-    return figure_png(fig)
+    return time_panels_png(panels)
 
 
 def _load_levels(run: RunData, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, str] | None:
