@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import urllib.request
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -36,10 +35,11 @@ TRAFFIC = ("--weights", "contract=2,code=6,chat=2,agent=2", "--wait-time", "0", 
 EMU = ("--ttft-ms", "2", "--itl-ms", "0.3", "--prefill-us-per-token", "0")
 
 
-def _truth(url: str) -> dict[str, list[str]]:
-    with urllib.request.urlopen(url + "/emulator/truth", timeout=30) as resp:
-        return {t["request_id"]: t["wrong"] for t in json.loads(resp.read())
-                if not t["request_id"].startswith(PROBE_ID_PREFIX)}  # fmt: skip
+def _truth(log: Path) -> dict[str, list[str]]:
+    """What the emulator spoiled, per request, from its truth log: every request it answered (its
+    ``/emulator/truth`` keeps only the newest 20,000, fewer than a fast run of this size can send)."""
+    rows = (json.loads(line) for line in log.read_text().splitlines())
+    return {t["request_id"]: t["wrong"] for t in rows if not t["request_id"].startswith(PROBE_ID_PREFIX)}
 
 
 def _results(record: dict) -> dict[str, str]:
@@ -54,10 +54,11 @@ def _failed_junit_cases(run_dir: Path) -> list[str]:
 def test_each_check_fails_at_the_rate_the_emulator_answered_wrong(tmp_path: Path) -> None:
     knobs = [arg for kind, (_check, rate) in KNOBS.items() for arg in (f"--wrong-{kind.replace('_', '-')}", str(rate))]
     (tmp_path / "slo.yaml").write_text(SLO)
-    with EmulatorProcess(*EMU, *knobs) as emu:
+    log = tmp_path / "truth.jsonl"
+    with EmulatorProcess(*EMU, *knobs, "--truth-log", str(log)) as emu:
         run = run_locust(tmp_path, "mixed.py", "--host", emu.url, "-u", "24", "-r", "24", "-t", "15s",
                          "--slo", str(tmp_path / "slo.yaml"), *TRAFFIC, timeout_s=240)  # fmt: skip
-        truth = _truth(emu.url)
+    truth = _truth(log)
     records = [r for r in run.records() if r["ok"]]
     for kind, (check, rate) in KNOBS.items():
         judged = [r for r in records if check in _results(r)]
@@ -115,11 +116,12 @@ def test_long_answers_are_judged_in_the_checks_own_process_as_the_emulator_answe
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     try:
-        with EmulatorProcess(*EMU, "--wrong-needle", "0.3") as emu:
+        log = tmp_path / "truth.jsonl"
+        with EmulatorProcess(*EMU, "--wrong-needle", "0.3", "--truth-log", str(log)) as emu:
             run = run_locust(tmp_path, "contract.py", "--host", emu.url, "-u", "8", "-r", "8", "-t", "10s",
                              "--max-tokens", "400", "--wait-time", "0",
                              "--contract-prompt-tokens", "uniform:300-600")  # fmt: skip
-            truth = _truth(emu.url)
+        truth = _truth(log)
     finally:
         stop.set()
         watcher.join()
