@@ -210,7 +210,11 @@ def _parser(add_help: bool) -> _Parser:
         p.add_argument(flag, type=_share(flag), default=0.0, metavar="P", help=says)
     rise = "every --wrong-* rate scales with load: rate x min(1, running requests / N); 0: flat (default)"
     p.add_argument("--wrong-rise", type=_whole("--wrong-rise", 0), default=d.wrong_rise, metavar="N", help=rise)
-    p.add_argument("--truth-log", default=None, help="JSONL file of the timings really imposed")
+    p.add_argument(
+        "--truth-log",
+        default=None,
+        help="JSONL file of the timings really imposed, every request (/emulator/truth: the newest 20,000)",
+    )
     p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1/* (as vLLM does)")
     p.add_argument(
         "--exit-with-stdin",

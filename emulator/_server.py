@@ -2,8 +2,8 @@
 
 It runs in its own process so that the load generator's gevent scheduling never leaks into
 the timings it imposes. Every chunk is written at an absolute deadline on the event loop's
-monotonic clock, and the times it was really written are kept per request (``/emulator/truth``
-and the optional truth log) so tests can compare the client's measurements with the truth.
+monotonic clock, and the times it was really written are kept per request (``/emulator/truth``: the newest
+:data:`TRUTHS_KEPT`; the optional truth log: every one) so tests can compare the client's measurements with the truth.
 The OpenAI-compatible JSON bodies live in ``_payloads``, what it answers in ``_answers`` (``_wrong``: wrong
 on purpose), what it says of itself (version, model list, engine configuration) in ``_about``, the HTTP/1.1
 framing in ``_http``; this module holds the routes, the pacing and capacity model, fault injection and the
@@ -42,7 +42,10 @@ from ._prefix_cache import PrefixCache
 from ._tools import ToolCall, ToolRequestError, tool_delta, tool_mode
 from ._truth import Truth, prompt_digest, truth_dict
 
-__all__ = ["EmulatorServer"]
+__all__ = ["TRUTHS_KEPT", "EmulatorServer"]
+
+#: requests whose truth ``/emulator/truth`` keeps (the newest); ``--truth-log`` writes every one
+TRUTHS_KEPT = 20_000
 
 
 class EmulatorServer:
@@ -62,7 +65,7 @@ class EmulatorServer:
         self._waiting = 0
         self._kv_tokens = 0
         self._prefix_cache = PrefixCache(config.prefix_cache_blocks, config.block_size)
-        self._truths: deque[Truth] = deque(maxlen=20000)
+        self._truths: deque[Truth] = deque(maxlen=TRUTHS_KEPT)
         self._truth_fh: TextIO | None = open(config.truth_log, "a") if config.truth_log else None  # noqa: SIM115
         self._server: asyncio.Server | None = None
 
