@@ -1,11 +1,10 @@
 """Run directory reader, SLO evaluation, HTML/JUnit/JSON outputs and run comparison."""
 
-from ._build import EXIT_CODES, BuildResult, build_report, spec_for_run
-from ._compare import Comparison, compare_runs
-from ._console import console_block
-from ._fidelity import Fidelity, evaluate_fidelity
-from ._rundir import RunData, load_run, run_from_records
-from ._slo import (
+from reports.build import EXIT_CODES, BuildResult, build_report, spec_for_run
+from reports.compare.runs import Comparison, compare_runs
+from reports.data.rundir import RunData, load_run, run_from_records
+from reports.judging.fidelity import Fidelity, evaluate_fidelity
+from reports.judging.slo import (
     DEFAULT_SLO_TEXT,
     SloResult,
     SloSpec,
@@ -15,9 +14,10 @@ from ._slo import (
     load_slo_spec,
     per_request_spec,
 )
-from ._summary import RunSummary, summarize
-from ._sweep import measure_sweep_level
-from ._targets import evaluate_each_target
+from reports.judging.summary import RunSummary, summarize
+from reports.judging.targets import evaluate_each_target
+from reports.render.console import console_block
+from reports.sections.sweep.model import measure_sweep_level
 
 __all__ = [
     "DEFAULT_SLO_TEXT",

@@ -21,10 +21,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from ._alerts import AlertRuleError, alert_rules
-from ._build import build_report, spec_for_run
-from ._compare import CompareInputError, compare_runs
-from ._slo import SloSpecError, load_slo_spec
+from reports.build import build_report, spec_for_run
+from reports.compare.runs import CompareInputError, compare_runs
+from reports.judging.alerts import AlertRuleError, alert_rules
+from reports.judging.slo import SloSpecError, load_slo_spec
 
 
 def main(argv: list[str] | None = None) -> int:

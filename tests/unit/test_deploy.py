@@ -100,7 +100,7 @@ def test_monitoring_profile_dashboard_and_rules_fit_the_series_that_exist() -> N
 
 def test_committed_alert_rules_are_those_of_the_reference_slo_file() -> None:
     from reports import load_slo_spec
-    from reports._alerts import alert_rules
+    from reports.judging.alerts import alert_rules
 
     committed = (ROOT / "deploy" / "prometheus" / "rules" / "slo.yml").read_text()
     spec = load_slo_spec(ROOT / "slo" / "slo.yaml")

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from reports import load_slo_spec
-from reports._rundir import RunData
-from reports._sweep import sweep_block, sweep_verdict
+from reports.data.rundir import RunData
+from reports.sections.sweep.model import sweep_block, sweep_verdict
 from workloads.plugin.shapes.levels import capacity_result, judge_step, untrusted_reason, with_timing
 from workloads.rundir import (
     CapacityStep,

@@ -202,7 +202,7 @@ def test_live_export_of_tool_call_timing_matches_numpy_on_the_records() -> None:
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.parser import text_string_to_metric_families
 
-    from reports._alerts import alert_rules
+    from reports.judging.alerts import alert_rules
     from workloads.plugin.export.prometheus import LATENCY_BUCKETS_S, ClientMetrics
 
     rows = _agent_rows(sessions=30)

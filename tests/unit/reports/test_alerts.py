@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from reports import load_slo_spec
-from reports._alerts import alert_rules
+from reports.judging.alerts import alert_rules
 from workloads.rundir import series
 
 SLO = """gpus: 2

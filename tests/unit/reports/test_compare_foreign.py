@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from reports import compare_runs
-from reports._compare import CompareInputError
+from reports.compare.runs import CompareInputError
 from tests.conftest import make_run_dir, request
 
 FOREIGN = Path(__file__).resolve().parents[2] / "fixtures" / "foreign"

@@ -17,8 +17,8 @@ from matplotlib.patches import Rectangle
 from matplotlib.text import Text
 
 from reports import load_run, load_slo_spec
-from reports._plots import distribution_figure, figure_png, timeseries_figure
-from reports._slo import judged_mask
+from reports.judging.slo import judged_mask
+from reports.render.plots import distribution_figure, figure_png, timeseries_figure
 from tests.conftest import make_run_dir, request
 from workloads.rundir import GpuSample, ServerSample, to_line
 

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from reports import build_report, console_block, load_run, load_slo_spec, summarize
-from reports._cache import counter_increase
-from reports._plots import CACHE_PANEL_TITLE, time_bins, timeseries_figure
+from reports.data.cache import counter_increase
+from reports.render.plots import CACHE_PANEL_TITLE, time_bins, timeseries_figure
 from tests.unit.reports.test_agent_report import _write_run
 from tests.unit.reports.test_headline import figures
 from workloads.rundir import ServerSample, to_line
@@ -229,8 +229,8 @@ def test_live_export_splits_prompt_tokens_by_cache_as_the_report_counts_them() -
 
 
 def test_compare_shows_the_hit_rate_and_its_change_in_percentage_points(tmp_path: Path) -> None:
-    from reports._compare import compare_runs
-    from reports._compare_html import render_comparison
+    from reports.compare.html import render_comparison
+    from reports.compare.runs import compare_runs
 
     cold = [{**r, "cached_tokens": 0} for r in _rows()]
     dirs = [_write_run(tmp_path / "cold", cold), _write_run(tmp_path / "warm", _rows())]

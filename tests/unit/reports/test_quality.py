@@ -275,7 +275,7 @@ def test_ab_targets_are_judged_on_their_own_answers(tmp_path: Path) -> None:
 
 
 def test_alert_rule_for_one_checks_pass_rate_reads_the_live_counter() -> None:
-    from reports._alerts import alert_rules
+    from reports.judging.alerts import alert_rules
 
     rules = alert_rules(
         load_slo_spec(text="slos:\n  contract:\n    quality_needle: {min: 90%}\n    quality: {min: 1%}\n")

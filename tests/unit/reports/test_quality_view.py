@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from reports import build_report, load_slo_spec
-from reports._quality_view import FAILED_ANSWERS_SHOWN
+from reports.sections.quality.view import FAILED_ANSWERS_SHOWN
 from tests.unit.reports.test_agent_report import _write_run
 from tests.unit.reports.test_quality import SCRIPT, SLO, _probe, _reference, quality_rows
 from workloads.rundir import (

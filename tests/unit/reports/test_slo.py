@@ -102,7 +102,7 @@ def test_invalid_slo_files_name_the_line_and_the_reason(tmp_path: Path, text: st
 
 
 def test_percentile_method_matches_numpy_linear() -> None:
-    from reports._slo import stat_of
+    from reports.judging.slo import stat_of
 
     values = np.random.default_rng(1).lognormal(size=999)
     assert stat_of(values, "p99.9") == pytest.approx(np.percentile(values, 99.9))

@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from reports import build_report, load_slo_spec, measure_sweep_level
-from reports._sweep_plots import sweep_figures
+from reports.sections.sweep.plots import sweep_figures
 from tests.conftest import make_run_dir, request
 from workloads.rundir import RequestRecord, SweepResult, read_sweep, sweep_knee, write_sweep
 

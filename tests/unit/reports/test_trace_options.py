@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reports._compare_tokenstorm import load_shape
-from reports._options import option_rows
+from reports.compare.tokenstorm import load_shape
+from reports.sections.options import option_rows
 from workloads.rundir import RunMeta
 
 DEFAULTS = {"arrival": "poisson", "arrival_rate": 1.0, "trace": "", "trace_speed": 1.0, "trace_block_size": 512,

@@ -5,14 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from reports.data.rundir import load_run
+from reports.judging.slo import SloSpec, load_slo_spec
+from reports.judging.summary import RunSummary, summarize
+from reports.render.html import render_report
+from reports.render.junit import junit_xml
+from reports.sections.sweep.model import sweep_block, sweep_verdict
 from workloads.rundir import EXIT_CODES, JUNIT_FILE, REPORT_FILE, SUMMARY_FILE, read_run_meta, write_summary
-
-from ._html import render_report
-from ._junit import junit_xml
-from ._rundir import load_run
-from ._slo import SloSpec, load_slo_spec
-from ._summary import RunSummary, summarize
-from ._sweep import sweep_block, sweep_verdict
 
 __all__ = ["EXIT_CODES", "BuildResult", "build_report", "spec_for_run"]
 

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._columns import selected
-from ._rundir import RunData
+from reports.data.columns import selected
+from reports.data.rundir import RunData
 
 __all__ = ["chosen_rate", "counter_increase", "hit_rate_bins", "records_cache", "server_cache", "server_cache_bins"]
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from ._figures import LENGTH_PERCENTILES
-from ._rundir import RunData
-from ._summary import RunSummary
-from ._targets import COMPARED
+from reports.data.rundir import RunData
+from reports.judging.figures import LENGTH_PERCENTILES
+from reports.judging.summary import RunSummary
+from reports.judging.targets import COMPARED
 
 __all__ = ["HEADLINE_LATENCIES", "LENGTH_PERCENTILES", "HeadlineRow", "ab_details", "accounting_note",
            "accounting_text", "headline_rows", "window_note"]  # fmt: skip

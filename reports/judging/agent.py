@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._columns import selected
-from ._rundir import RunData
+from reports.data.columns import selected
+from reports.data.rundir import RunData
 
 __all__ = [
     "Sessions",

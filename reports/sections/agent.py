@@ -11,10 +11,18 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
 
-from ._agent import has_agent_records, session_workloads, sessions, tool_call_latencies, tool_call_rows
-from ._columns import dropped_nan, selected, workloads_in
-from ._headline import HeadlineRow, headline_rows
-from ._plots import (
+from reports.data.columns import dropped_nan, selected, workloads_in
+from reports.data.rundir import RunData
+from reports.judging.agent import (
+    has_agent_records,
+    session_workloads,
+    sessions,
+    tool_call_latencies,
+    tool_call_rows,
+)
+from reports.judging.summary import RunSummary
+from reports.judging.targets import target_labels, target_mask
+from reports.render.plots import (
     _STYLE,
     MIN_FONT_PT,
     cache_panels,
@@ -23,9 +31,7 @@ from ._plots import (
     time_bins,
     time_panels_png,
 )
-from ._rundir import RunData
-from ._summary import RunSummary
-from ._targets import target_labels, target_mask
+from reports.sections.headline import HeadlineRow, headline_rows
 
 __all__ = ["AgentView", "agent_view", "cache_rows"]
 

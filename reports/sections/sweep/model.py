@@ -16,6 +16,12 @@ from typing import Any
 
 import numpy as np
 
+from reports.data.columns import dropped_nan, selected, workloads_in
+from reports.data.rundir import RunData, run_from_records
+from reports.judging.slo import SloSpec, goodput, per_request_spec
+from reports.judging.targets import evaluate_each_target
+from reports.render.plots import figure_png
+from reports.sections.sweep.plots import sweep_figures
 from workloads.rundir import (
     SWEEP_METRICS,
     SWEEP_MIN_REQUESTS,
@@ -29,13 +35,6 @@ from workloads.rundir import (
     read_sweep,
     sweep_knee,
 )
-
-from ._columns import dropped_nan, selected, workloads_in
-from ._plots import figure_png
-from ._rundir import RunData, run_from_records
-from ._slo import SloSpec, goodput, per_request_spec
-from ._sweep_plots import sweep_figures
-from ._targets import evaluate_each_target
 
 log = logging.getLogger("tokenstorm")
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from ._rundir import RunData
-from ._slo import SloResult, SloSpec, evaluate, judged_mask
+from reports.data.rundir import RunData
+from reports.judging.slo import SloResult, SloSpec, evaluate, judged_mask
 
 __all__ = ["COMPARED", "compare_targets", "evaluate_each_target", "target_labels", "target_mask"]
 

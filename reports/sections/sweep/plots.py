@@ -19,10 +19,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
+from reports.judging.slo import SloSpec, SloTarget, per_request_spec
+from reports.render.plots import MIN_FONT_PT, new_figure
 from workloads.rundir import SWEEP_METRICS, SWEEP_MIN_REQUESTS, SWEEP_PERCENTILES, SweepLevel
-
-from ._plots import MIN_FONT_PT, new_figure
-from ._slo import SloSpec, SloTarget, per_request_spec
 
 __all__ = ["LOW_SAMPLE_LABEL", "OFFERED_LABEL", "sweep_figures"]
 

@@ -8,23 +8,34 @@ from typing import Any
 
 import jinja2
 
-from ._agent_view import agent_view, cache_rows
-from ._header import deployment_views, gpu_lines, report_title, target_names
-from ._headline import HEADLINE_LATENCIES, LENGTH_PERCENTILES, ab_details, accounting_note, headline_rows, window_note
-from ._options import option_rows, slo_source
-from ._plots import distribution_png, timeseries_png
-from ._quality import CONSISTENCY_METRIC, is_quality_metric
-from ._quality_view import quality_view
-from ._rundir import RunData
-from ._slo import SloResult, SloSpec, judged_mask
-from ._summary import PERCENTILES, RunSummary, timing_violations
-from ._sweep import sweep_view
-from ._targets import COMPARED
+from reports.data.rundir import RunData
+from reports.judging.quality import CONSISTENCY_METRIC, is_quality_metric
+from reports.judging.slo import SloResult, SloSpec, judged_mask
+from reports.judging.summary import PERCENTILES, RunSummary, timing_violations
+from reports.judging.targets import COMPARED
+from reports.render.plots import distribution_png, timeseries_png
+from reports.sections.agent import agent_view, cache_rows
+from reports.sections.header import deployment_views, gpu_lines, report_title, target_names
+from reports.sections.headline import (
+    HEADLINE_LATENCIES,
+    LENGTH_PERCENTILES,
+    ab_details,
+    accounting_note,
+    headline_rows,
+    window_note,
+)
+from reports.sections.options import option_rows, slo_source
+from reports.sections.quality.view import quality_view
+from reports.sections.sweep.model import sweep_view
 
 __all__ = ["render_report"]
 
+_HERE = Path(__file__).resolve().parent
 _ENV = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(Path(__file__).with_name("templates")),
+    # each section's template part lives beside its view (reports/sections/NAME/)
+    loader=jinja2.FileSystemLoader(
+        [str(_HERE), str(_HERE.parent / "sections" / "quality"), str(_HERE.parent / "sections" / "sweep")]
+    ),
     autoescape=True,  # server messages, model names and options are untrusted text
     undefined=jinja2.StrictUndefined,
 )

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from ._compare_model import ComparedRun
-from ._options import PLUMBING_OPTIONS
+from reports.compare.model import ComparedRun
+from reports.sections.options import PLUMBING_OPTIONS
 
 __all__ = ["LENGTH_TOLERANCE", "MIX_TOLERANCE", "deployment_rows", "load_differences"]
 

@@ -3,7 +3,7 @@ regression verdict that says when the runs' load differed.
 
 Each argument is a tokenstorm run directory (its ``summary.json``, built first if missing; an A/B
 run gives one column per target) or another tool's result file (``vllm bench serve
---save-result``, GuideLLM's JSON; :mod:`reports._foreign`). For every metric the delta against
+--save-result``, GuideLLM's JSON; :mod:`reports.compare.foreign`). For every metric the delta against
 the baseline is given in percent (error rate: percentage points); a latency or error-rate metric
 that grew, or a throughput that fell, by more than ``threshold_pct`` is a regression. A column of
 an A/B target is compared with the baseline run's column of the same target where it has one.
@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._compare_diff import deployment_rows, load_differences
-from ._compare_model import ALL, RATES, SECTIONS, ComparedRun, CompareInputError, fmt_delta, fmt_value
-from ._compare_tokenstorm import read_tokenstorm
-from ._foreign import read_foreign
+from reports.compare.diff import deployment_rows, load_differences
+from reports.compare.foreign import read_foreign
+from reports.compare.model import ALL, RATES, SECTIONS, ComparedRun, CompareInputError, fmt_delta, fmt_value
+from reports.compare.tokenstorm import read_tokenstorm
 
 __all__ = ["COMPARED_METRICS", "CompareInputError", "Comparison", "compare_runs", "read_runs"]
 
@@ -156,7 +156,7 @@ class Comparison:
 
     def to_html(self) -> str:
         """The comparison as a self-contained, styled HTML page (every name escaped)."""
-        from ._compare_html import render_comparison
+        from reports.compare.html import render_comparison
 
         return render_comparison(self)
 

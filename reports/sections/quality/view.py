@@ -16,14 +16,13 @@ import numpy as np
 import pyarrow.compute as pc
 from matplotlib.axes import Axes
 
+from reports.data.columns import workloads_in
+from reports.data.rundir import RunData
+from reports.judging.quality import check_names, check_status, is_quality_metric
+from reports.judging.slo import SloSpec
+from reports.judging.summary import RunSummary
+from reports.render.plots import _STYLE, figure_png, new_figure, side_legend, time_bins, time_panels_png
 from workloads.rundir import iter_batches, read_capacity, read_load, read_sweep
-
-from ._columns import workloads_in
-from ._plots import _STYLE, figure_png, new_figure, side_legend, time_bins, time_panels_png
-from ._quality import check_names, check_status, is_quality_metric
-from ._rundir import RunData
-from ._slo import SloSpec
-from ._summary import RunSummary
 
 log = logging.getLogger("tokenstorm")
 

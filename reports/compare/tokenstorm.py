@@ -11,10 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from reports.compare.model import ALL, CLOSED_LOOP, ComparedRun
 from workloads.rundir import RunMeta, read_load, read_run_meta, read_summary
 from workloads.rundir.secrets import display_url
-
-from ._compare_model import ALL, CLOSED_LOOP, ComparedRun
 
 __all__ = ["load_shape", "read_tokenstorm"]
 
@@ -25,7 +24,7 @@ _VERDICTS = {"passed": "SLOs held", "failed": "SLOs failed", "run_failed": "run 
 def _summary(run_dir: Path) -> dict[str, Any]:
     summary = read_summary(run_dir)
     if summary is None:
-        from ._build import build_report  # only when needed: building pulls in plotting
+        from reports.build import build_report  # only when needed: building pulls in plotting
 
         build_report(run_dir)
         summary = read_summary(run_dir)

@@ -24,11 +24,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from reports.data.columns import workloads_in
+from reports.data.rundir import RunData
 from workloads.rundir import CHECK_NAMES, PROBES_FILE
 from workloads.rundir.probes import UNDER_LOAD, ProbeLine, compared, probe_pairs, read_probes
-
-from ._columns import workloads_in
-from ._rundir import RunData
 
 __all__ = ["BUILT_IN_CHECKS", "CONSISTENCY_METRIC", "NEEDLE_CONTEXTS", "NEEDLE_DEPTHS", "PROBES_FILE",
            "QUALITY_METRIC", "check_names", "check_status", "consistency_block", "is_quality_metric",

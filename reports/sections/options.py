@@ -13,9 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from reports.judging.slo import SloSpec, load_slo_spec
 from workloads.rundir import CAPACITY_FILE, RunMeta
-
-from ._slo import SloSpec, load_slo_spec
 
 __all__ = ["option_rows", "slo_source"]
 

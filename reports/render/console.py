@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._headline import accounting_text
-from ._summary import RunSummary
+from reports.judging.summary import RunSummary
+from reports.sections.headline import accounting_text
 
 __all__ = ["console_block"]
 

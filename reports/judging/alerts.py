@@ -18,10 +18,9 @@ from typing import Any
 
 import yaml
 
+from reports.judging.slo import LATENCY_METRICS, SloSpec, SloTarget
 from workloads.rundir.series import CHECKS as _CHECKS
 from workloads.rundir.series import GPU_UTIL, OUTPUT_TOKENS, REQUESTS, SLO_HISTOGRAMS, USERS
-
-from ._slo import LATENCY_METRICS, SloSpec, SloTarget
 
 __all__ = ["AlertRuleError", "AlertRules", "alert_rules"]
 

@@ -28,12 +28,11 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from reports.data.cache import hit_rate_bins, server_cache_bins
+from reports.data.columns import chunks, dropped_nan, selected, workloads_in
+from reports.data.rundir import RunData
+from reports.judging.targets import target_labels, target_mask
 from workloads.rundir import LoadSample
-
-from ._cache import hit_rate_bins, server_cache_bins
-from ._columns import chunks, dropped_nan, selected, workloads_in
-from ._rundir import RunData
-from ._targets import target_labels, target_mask
 
 __all__ = ["CACHE_PANEL_TITLE", "DPI", "FIGURE_WIDTH_IN", "MIN_FONT_PT", "WARMUP_LABEL", "cache_panels",
            "distribution_figure", "distribution_png", "figure_png", "new_figure", "side_legend", "time_bins",

@@ -14,18 +14,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from reports.data.cache import chosen_rate, records_cache, server_cache
+from reports.data.columns import dropped_nan, masked_sum, selected, workloads_in
+from reports.data.rundir import RunData
+from reports.judging.agent import has_agent_records, sessions, tool_call_counts, tool_call_latencies
+from reports.judging.fidelity import UNTRUSTED, Fidelity, evaluate_fidelity
+from reports.judging.figures import accounting, achieved_concurrency, length_figures
+from reports.judging.quality import consistency_block, quality_summary
+from reports.judging.slo import SloResult, SloSpec, goodput, gpu_count, judged_mask, run_window_s
+from reports.judging.slo import gpu_cost_per_hour as run_gpu_cost
+from reports.judging.targets import compare_targets, evaluate_each_target, target_labels, target_mask
 from workloads.rundir import ItlHistogram
-
-from ._agent import has_agent_records, sessions, tool_call_counts, tool_call_latencies
-from ._cache import chosen_rate, records_cache, server_cache
-from ._columns import dropped_nan, masked_sum, selected, workloads_in
-from ._fidelity import UNTRUSTED, Fidelity, evaluate_fidelity
-from ._figures import accounting, achieved_concurrency, length_figures
-from ._quality import consistency_block, quality_summary
-from ._rundir import RunData
-from ._slo import SloResult, SloSpec, goodput, gpu_count, judged_mask, run_window_s
-from ._slo import gpu_cost_per_hour as run_gpu_cost
-from ._targets import compare_targets, evaluate_each_target, target_labels, target_mask
 
 __all__ = ["PERCENTILES", "RunSummary", "summarize"]
 
@@ -55,7 +54,7 @@ class RunSummary:
     sweep: dict[str, Any] | None = None
     #: how trustworthy the judged requests' timing is (None: not evaluated)
     fidelity: Fidelity | None = None
-    #: answer checks' pass rates (reports/_quality.py); None: no judged answer was checked
+    #: answer checks' pass rates (reports/judging/quality.py); None: no judged answer was checked
     quality: dict[str, Any] | None = None
     #: the consistency probes (probes.jsonl) compared; None: the run has none
     consistency: dict[str, Any] | None = None

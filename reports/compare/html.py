@@ -9,19 +9,19 @@ from typing import Any
 
 import jinja2
 
-from ._compare_model import SECTIONS, fmt_delta, fmt_value
+from reports.compare.model import SECTIONS, fmt_delta, fmt_value
 
 __all__ = ["render_comparison"]
 
 _ENV = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(Path(__file__).with_name("templates")),
+    loader=jinja2.FileSystemLoader(Path(__file__).resolve().parent),
     autoescape=True,
     undefined=jinja2.StrictUndefined,
 )
 
 
 def render_comparison(comparison: Any) -> str:
-    """The page of a ``reports._compare.Comparison`` as one HTML string (typed ``Any``: _compare imports
+    """The page of a ``reports.compare.runs.Comparison`` as one HTML string (typed ``Any``: _compare imports
     this module, and the architecture test allows no cycle, not even a type-only one)."""
     sections: list[dict[str, Any]] = []
     for name in SECTIONS:

@@ -1,7 +1,7 @@
 """Other tools' result files read as runs for ``reports compare``: ``vllm bench serve --save-result``
 JSON and GuideLLM's JSON report (``guidellm run --output kind=json``), recognised by content.
 
-Each is mapped onto ``summary.json``'s names (:mod:`reports._compare_model`); what a tool does not
+Each is mapped onto ``summary.json``'s names (:mod:`reports.compare.model`); what a tool does not
 write stays absent (shown "—"). Units: ``vllm bench serve`` writes milliseconds under the same
 names tokenstorm uses; GuideLLM writes distributions (``mean``, ``median``, ``percentiles.p99``...)
 of ``time_to_first_token_ms``, ``inter_token_latency_ms`` (ms) and ``request_latency`` (seconds,
@@ -22,9 +22,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from reports.compare.model import ALL, CLOSED_LOOP, ComparedRun, CompareInputError
 from workloads.rundir.secrets import display_url
-
-from ._compare_model import ALL, CLOSED_LOOP, ComparedRun, CompareInputError
 
 __all__ = ["read_foreign"]
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from ._columns import dropped_nan, selected
-from ._rundir import RunData
+from reports.data.columns import dropped_nan, selected
+from reports.data.rundir import RunData
 
 __all__ = ["LENGTH_PERCENTILES", "accounting", "achieved_concurrency", "cancelled_mask", "length_figures"]
 

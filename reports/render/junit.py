@@ -7,8 +7,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from ._quality import CONSISTENCY_METRIC, is_quality_metric
-from ._summary import RunSummary
+from reports.judging.quality import CONSISTENCY_METRIC, is_quality_metric
+from reports.judging.summary import RunSummary
 
 __all__ = ["junit_xml"]
 

@@ -22,7 +22,7 @@
 Latency statistics: p50, p90, p95, p99, p99.9 (or any pNN[.N]), mean, max — computed with
 numpy's linear-interpolation percentile over successful requests, as vLLM's benchmark does
 (``tool_call_ms``: over those that streamed a tool call; ``session_ms``: over completed sessions,
-see ``reports/_agent.py``).
+see ``reports/judging/agent.py``).
 An invalid file is rejected with ``FILE:LINE: reason`` before any traffic (binary: the first bad byte).
 """
 
@@ -37,13 +37,12 @@ from typing import Any
 import numpy as np
 import yaml
 
+from reports.data.columns import chunks, dropped_nan, masked_sum, measures, selected, workloads_in
+from reports.data.rundir import RunData
+from reports.judging import quality as _quality
+from reports.judging.agent import sessions
+from reports.judging.quality import CONSISTENCY_METRIC, is_quality_metric
 from workloads.rundir import ItlHistogram
-
-from . import _quality
-from ._agent import sessions
-from ._columns import chunks, dropped_nan, masked_sum, measures, selected, workloads_in
-from ._quality import CONSISTENCY_METRIC, is_quality_metric
-from ._rundir import RunData
 
 __all__ = ["DEFAULT_SLO_TEXT", "SloResult", "SloSpec", "SloSpecError", "SloTarget", "evaluate", "load_slo_spec"]
 

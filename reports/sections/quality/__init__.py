@@ -1,0 +1,1 @@
+"""The answer-quality section: its view and template part."""
