@@ -1,5 +1,5 @@
-"""The console's last lines: the timing fidelity, then the verdict — UNRELIABLE with exit code 5 when
-the load generator read late, whatever the SLOs said. The outputs are built as at the end of a run
+"""The console's last lines: the report's path, the timing fidelity, then the verdict — UNRELIABLE with exit
+code 5 when the load generator read late, whatever the SLOs said — printed as a block, with no log prefix. The outputs are built as at the end of a run
 (``lifecycle._build_outputs``), in a process of its own (Locust patches the standard library)."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def _last_lines(run_dir: Path) -> list[str]:
     proc = subprocess.run([sys.executable, "-c", _BUILD, str(run_dir)], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    return [line for line in proc.stdout.splitlines() if "tokenstorm: " in line or "exit code" in line]
+    return proc.stdout.splitlines()
 
 
 def _run(tmp_path: Path, late_every: int) -> Path:
@@ -40,18 +40,19 @@ def _run(tmp_path: Path, late_every: int) -> Path:
 
 
 def test_a_run_read_on_time_says_so_before_its_verdict(tmp_path: Path) -> None:
-    *_, timing, verdict, _report, code = _last_lines(_run(tmp_path, 0))
+    *_, report, timing, verdict, code = _last_lines(_run(tmp_path, 0))
     on_time = "100% of 2,040 token events and 100% of TTFTs read on time, read lag p99 0.3 ms"
-    assert timing == f"INFO tokenstorm: timing trustworthy: {on_time}"
-    assert verdict.startswith("INFO tokenstorm: PASSED — ") and verdict.endswith("(exit code 0)")
+    assert report.startswith("INFO report ") and report.endswith("report.html"), report
+    assert timing == f"INFO timing trustworthy: {on_time}"
+    assert verdict.startswith("INFO PASSED — ") and verdict.endswith("(exit code 0)")
     assert code == "process exit code 0"
 
 
 def test_a_run_read_late_is_unreliable_with_exit_code_5_whatever_its_slos_said(tmp_path: Path) -> None:
-    *_, timing, verdict, _report, code = _last_lines(_run(tmp_path, 4))  # 10 of 40 TTFTs late, 200 events of 2,040
-    assert timing.startswith("WARNING tokenstorm: timing NOT trustworthy: 10% of 2,040 token events and 25% of "
+    *_, timing, verdict, code = _last_lines(_run(tmp_path, 4))  # 10 of 40 TTFTs late, 200 events of 2,040
+    assert timing.startswith("WARNING timing NOT trustworthy: 10% of 2,040 token events and 25% of "
                              "TTFTs read late"), timing  # fmt: skip
-    assert verdict.startswith("ERROR tokenstorm: UNRELIABLE — timing not trustworthy") and "SLOs held" in verdict
+    assert verdict.startswith("ERROR UNRELIABLE — timing not trustworthy") and "SLOs held" in verdict
     assert verdict.endswith("(exit code 5)"), verdict
     assert code == "process exit code 5"
 
@@ -63,7 +64,7 @@ def test_the_console_ends_with_the_reports_own_figures_per_workload(tmp_path: Pa
     run_dir = make_run_dir(tmp_path / "two", records, {"status": "finished", "stopped_epoch_s": 1010.0})
     lines = _last_lines(run_dir)
     summary = json.loads((run_dir / "summary.json").read_text())
-    said = [line.split("tokenstorm: ", 1)[1] for line in lines if "tokenstorm: " in line]
+    said = [line.split(" ", 1)[1] for line in lines if line.startswith("INFO ")]
     rows = {text.split()[0]: text.split() for text in said if text[:4] in ("all ", "chat", "code")}
     assert set(rows) == {"all", "chat", "code"}, lines
     for name, cells in rows.items():
@@ -72,4 +73,4 @@ def test_the_console_ends_with_the_reports_own_figures_per_workload(tmp_path: Pa
         assert cells[5] == f"{block['median_ttft_ms']:.1f}/{block['p99_ttft_ms']:.1f}", (cells, block)
         assert cells[8] == f"{block['median_e2el_ms']:.1f}/{block['p99_e2el_ms']:.1f}"
     # the block comes before the timing line and the verdict, which stay the last lines
-    assert lines[-4].startswith("INFO tokenstorm: timing") and "PASSED" in lines[-3]
+    assert lines[-3].startswith("INFO timing") and "PASSED" in lines[-2]

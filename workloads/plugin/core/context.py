@@ -36,6 +36,7 @@ from ..web.live import LiveWindow, series_key
 from . import locust_compat
 from .gc import GcWatch
 from .options import OptionError, RunOptions
+from .progress import Outcomes
 from .rates import TokenRate
 from .targets import resolve_targets, scrub_targets
 
@@ -227,6 +228,12 @@ class RunContext:
     requests_by_workload: dict[str, int] = field(default_factory=dict)
     #: the newest records, for the web UI's live charts and SLO status (master / local runner)
     live: LiveWindow = field(default_factory=LiveWindow)
+    #: the run's requests and failures by category so far, for the progress lines (master / local runner)
+    outcomes: Outcomes = field(default_factory=Outcomes)
+    #: the headless run's progress display (progress_display.ProgressPrinter) while it runs
+    progress: Any = None
+    #: the closing block and verdict, kept for Locust's ``quit`` event in a headless run (after its error report)
+    closing_lines: list[tuple[int, str]] = field(default_factory=list)
     _outbox: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -249,6 +256,7 @@ class RunContext:
         self.token_rate_by_workload.clear()
         self.requests_by_workload.clear()
         self.live.start(self.started_epoch_s)
+        self.outcomes.reset()
         return self.run_dir
 
     def mark_warmup(self, record: RequestRecord) -> None:
@@ -274,6 +282,7 @@ class RunContext:
         if self.metrics is not None:
             self.metrics.observe(row)
         self.live.observe(row)
+        self.outcomes.add(row)
         if self.writer is not None:
             self.writer.write_rows([row])
 
@@ -296,6 +305,7 @@ class RunContext:
             if self.metrics is not None:
                 self.metrics.observe(data)
             self.live.observe(data)
+            self.outcomes.add(data)
         if self.writer is not None:
             self.writer.write_rows(rows)
 

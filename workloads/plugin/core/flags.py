@@ -183,7 +183,7 @@ OUTPUT = Topic("Output & run directory", (
          "total tokens at the measured throughput (GPUs: from the GPU samples, the SLO file's gpus, or --gpus)",
          0.0, float),
     Flag("--locust-stats", "Headless: print Locust's own stats tables every few seconds as well (off: only "
-         "tokenstorm's exact figures at the end, and a progress line every 10 s)", False, switch=True, web_ui=False),
+         "tokenstorm's exact figures at the end, and its progress every 5 s)", False, switch=True, web_ui=False),
     # Headless: Locust's tables every few seconds (rounded percentiles) give way to tokenstorm's closing block.
     Flag("--only-summary", "Locust's option, on under tokenstorm: no periodic stats tables in a headless run "
          "(--locust-stats brings them back)", True, switch=True, locust=True),

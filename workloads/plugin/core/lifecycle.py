@@ -39,6 +39,7 @@ from .context import RunContext, context
 from .deployment import capture_run_deployment
 from .monitoring import start_monitor, stop_monitor
 from .options import OptionError, add_options
+from .progress_display import ProgressPrinter, console_logger
 from .targets import check_url
 
 __all__ = ["install"]
@@ -108,6 +109,7 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
         ctx.simulated = True  # said from the start page on, before any run
         log.warning("tokenstorm: SIMULATED — no --host given, targeting the built-in emulator at %s", emu.url)
     ctx.key_host = environment.host
+    environment.events.quit.add_listener(lambda **_kw: _print_closing(ctx))  # after Locust's error report
     _start_exporter(environment, ctx)
     if environment.web_ui is not None:
         extend_web_ui(environment)
@@ -174,6 +176,10 @@ def _on_test_start(environment: Environment, **_kw: Any) -> None:
         return
     probes.probes_kept(environment, run_dir)
     gevent.spawn(_flush_loop, environment, ctx)
+    if ctx.options.headless:
+        _on_test_stopping_progress(ctx)
+        ctx.progress = ProgressPrinter(environment, ctx)
+        ctx.progress.start()
     start_monitor(environment, ctx, run_dir)
 
 
@@ -195,7 +201,6 @@ def _start_worker(environment: Environment, ctx: RunContext) -> None:
 
 
 def _flush_loop(environment: Environment, ctx: RunContext) -> None:
-    last_log = 0.0
     writer = ctx.writer
     assert ctx.run_dir is not None
     disk = soak.DiskWatch(ctx.run_dir)
@@ -205,16 +210,6 @@ def _flush_loop(environment: Environment, ctx: RunContext) -> None:
         ctx.flush()
         disk.check()
         ctx.snapshots.tick()
-        last_log += 2.0
-        if last_log >= 10.0 and ctx.options.headless:
-            last_log = 0.0
-            log.info(
-                "tokenstorm: %.0f output tok/s (last %g s), %d requests recorded%s",
-                ctx.token_rate.rate(),
-                ctx.token_rate.window_s,
-                writer.count,
-                " — SIMULATED" if ctx.simulated else "",
-            )
 
 
 def _build_outputs(environment: Environment, ctx: RunContext) -> None:
@@ -235,24 +230,38 @@ def _build_outputs(environment: Environment, ctx: RunContext) -> None:
         return
     if environment.process_exit_code != EXIT_RUN_FAILED:
         environment.process_exit_code = result.exit_code
-    for line in console_block(result.summary):  # the report's exact figures, as vllm bench serve prints them
-        log.info("tokenstorm: %s", line)
-    fidelity = result.summary.fidelity
-    if fidelity is not None:  # the line before the verdict: whether its figures can be trusted at all
-        log.log(logging.INFO if fidelity.trustworthy else logging.WARNING, "tokenstorm: %s", fidelity.reason)
-    level = logging.INFO if result.exit_code == 0 else logging.ERROR
-    log.log(
-        level,
-        "tokenstorm: %s — %s (exit code %d)",
-        result.summary.verdict.upper(),
-        result.summary.reason,
-        result.exit_code,
-    )
-    log.info("tokenstorm: report %s", result.report)
+    summary = result.summary
+    # The report's exact figures, as vllm bench serve prints them; then the report's path, whether the
+    # figures can be trusted at all, and the verdict — the last line.
+    lines = [(logging.INFO, line) for line in console_block(summary)]
+    lines.append((logging.INFO, f"report {result.report}"))
+    if summary.fidelity is not None:
+        lines.append((logging.INFO if summary.fidelity.trustworthy else logging.WARNING, summary.fidelity.reason))
+    verdict = f"{summary.verdict.upper()} — {summary.reason} (exit code {result.exit_code})"
+    lines.append((logging.INFO if result.exit_code == 0 else logging.ERROR, verdict))
+    ctx.closing_lines = lines
+    if not ctx.options.headless:  # the web UI's runs: at each run's end (a headless one's at Locust's quit)
+        _print_closing(ctx)
+
+
+def _print_closing(ctx: RunContext) -> None:
+    """Print the closing block as a block: no log prefix on its lines (Locust's own tables are printed
+    the same way). A headless run prints it at Locust's ``quit`` event, after Locust's error report."""
+    lines, ctx.closing_lines = ctx.closing_lines, []
+    out = console_logger()
+    for level, line in lines:
+        out.log(max(level, logging.INFO), "%s", line)
+
+
+def _on_test_stopping_progress(ctx: RunContext) -> None:
+    printer, ctx.progress = ctx.progress, None
+    if printer is not None:
+        printer.stop()
 
 
 def _on_test_stopping(environment: Environment, **_kw: Any) -> None:
     ctx = context(environment)
+    _on_test_stopping_progress(ctx)  # the display ends before the closing block and its verdict
     ctx.stopping = True
     ctx.flushed_workers.clear()
     probes.stop_probes(environment)  # a pass under load not finished: not measured
@@ -281,6 +290,7 @@ def _on_test_stop(environment: Environment, **_kw: Any) -> None:
 
 def _on_quitting(environment: Environment, **_kw: Any) -> None:
     ctx = context(environment)
+    _on_test_stopping_progress(ctx)
     runner = environment.runner
     if not ctx.is_worker and runner is not None and locust_compat.is_running(runner):
         # Locust fires "quitting" before it stops the users (Ctrl-C, SIGTERM, web UI quit):

@@ -46,6 +46,19 @@ class StepShape(LoadTestShape):
             elapsed -= secs
         return None
 
+    def progress(self) -> tuple[str | None, float | None]:
+        """The progress display's stage (``step 2 of 3: 16 users``) and the seconds left of the plan."""
+        if self.runner is None:
+            return None, None
+        steps = current_options(self.runner.environment).steps or ((1, 60.0),)
+        elapsed = self.get_run_time()
+        total, ends = 0.0, []
+        for _users, secs in steps:
+            total += secs
+            ends.append(total)
+        index = next((i for i, end in enumerate(ends) if elapsed < end), len(steps) - 1)
+        return f"step {index + 1} of {len(steps)}: {steps[index][0]} users", max(0.0, total - elapsed)
+
 
 class ScheduledSender(User):
     """What users that send at scheduled times share (open-loop arrivals, trace replay): every request goes to

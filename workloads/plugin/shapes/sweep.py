@@ -101,6 +101,18 @@ class SweepShape(LoadTestShape):
         # Reach each level at once, down as well as up (Locust stops users at the spawn rate too).
         return self._plan[self._index][0], float(max(users for users, _ in self._plan))
 
+    def progress(self) -> tuple[str | None, float | None]:
+        """The progress display's stage (``sweep level 3 of 5: 8 users``); a sweep's length is not known."""
+        if not self._plan or self._done:
+            return None, None
+        users, kind = self._plan[min(self._index, len(self._plan) - 1)]
+        probe = {"synchronous": "sweep probe (synchronous)", "throughput": "sweep probe (throughput)"}.get(kind)
+        stage = probe or f"sweep level {self._index + 1 - self._probes()} of {len(self._plan) - self._probes()}"
+        return f"{stage}: {users} users" + (", draining" if self._ended is not None else ""), None
+
+    def _probes(self) -> int:
+        return sum(1 for _, kind in self._plan if kind != "level")
+
     def _auto_levels(self, opts: RunOptions) -> list[int]:
         sync = next((v.requests_per_s for v in self.levels if v.kind == "synchronous"), 0.0)
         top = self.levels[-1].requests_per_s
