@@ -5,7 +5,6 @@ run (the report's, not an empty 30 s window); the vLLM tab's series and table fr
 
 from __future__ import annotations
 
-import itertools
 import json
 import subprocess
 import sys
@@ -16,7 +15,8 @@ import pytest
 
 from reports import build_report, load_slo_spec
 from tests.conftest import ROOT, make_run_dir, request
-from workloads.plugin.web.server_history import ServerHistory, latest_gpus
+from workloads.plugin.web.live import POINT_WINDOW_S
+from workloads.plugin.web.server_history import ServerHistory, WindowedRatio, latest_gpus
 from workloads.rundir import read_summary
 
 # In a process of its own: importing the web UI imports Locust, which patches the standard library.
@@ -104,7 +104,7 @@ def _server_line(t: float, *, running: float, waiting: float, kv: float, queries
                        "generation_tokens": 100 * t, "target": target, "ttft_hist": {"+Inf": 1.0}})  # fmt: skip
 
 
-def test_the_vllm_tab_charts_kv_cache_in_percent_hit_rate_per_interval_and_preemptions_since_start(
+def test_the_vllm_tab_charts_kv_cache_in_percent_hit_rate_over_the_window_and_preemptions_since_start(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "server.jsonl"
@@ -120,9 +120,9 @@ def test_the_vllm_tab_charts_kv_cache_in_percent_hit_rate_per_interval_and_preem
     series = history.read(path)[""]
     assert series["t"] == [100.0, 101.0, 102.0, 103.0]  # the gap line is no sample
     assert series["kv_cache_pct"] == pytest.approx([u * 100 for u in kv])  # the report's unit: %
-    rates = [None] + [100 * (h1 - h0) / (q1 - q0) if q1 > q0 else None
-                      for (q0, h0, _), (q1, h1, _) in itertools.pairwise(counters)]  # fmt: skip
-    assert series["prefix_hit_pct"] == pytest.approx(rates)  # 75%, no queries (none), 25%
+    # Hits over queries since the first sample (all within the 10 s window): 75%, 75% (a second with
+    # no queries changes nothing), then 450 of 1,000 — not the mean of 75% and 25%.
+    assert series["prefix_hit_pct"] == pytest.approx([None, 75.0, 75.0, 45.0])
     assert series["preemptions"] == [0.0, 0.0, 2.0, 4.0]  # since the run's first sample
     assert series["running"] == [0, 1, 2, 3] and series["waiting"] == [3, 2, 1, 0]
     # The table: the newest sample; the hit rate over the run (hits / queries since its first sample).
@@ -181,3 +181,29 @@ def test_the_gpu_table_shows_each_gpus_newest_sample_from_the_file_during_and_af
     assert [r["gpu"] for r in newest] == list(range(12))  # 0..11 in order (not "10" before "2")
     assert [r["util_gpu_pct"] for r in newest] == [590.0 + g for g in range(12)]  # the last second's samples
     assert latest_gpus(tmp_path / "none.jsonl") == []
+
+
+def test_the_hit_rate_is_a_ratio_of_sums_over_the_charts_window_not_a_mean_of_ratios() -> None:
+    ratio = WindowedRatio()
+    assert ratio.window_s == POINT_WINDOW_S  # the LLM charts' window: each point sums up the 10 s before it
+    # One second: 1 query, a hit (100%); the next: 99 queries, no hit. Per second that is 100% then 0%.
+    assert ratio.add(1.0, 1, 1) == 100.0
+    assert ratio.add(2.0, 0, 99) == pytest.approx(1.0)  # 1 hit of 100 queries, not (100% + 0%) / 2
+    assert ratio.add(3.0, None, None) == pytest.approx(1.0)  # a missing interval (no counter) counts nothing
+    # Ten seconds after the first interval it has left the window; after the second, nothing is left.
+    assert ratio.add(11.0, 0, 0) == pytest.approx(0.0)  # 0 hits of the 99 queries of t = 2
+    assert ratio.add(12.5, 0, 0) is None  # no query in the window: no rate (not 0%)
+
+
+def test_a_noisy_hit_rate_swinging_0_to_95_percent_each_second_charts_steady(tmp_path: Path) -> None:
+    """The emulator's prefix cache: 95% of a second's few queries hit, then none — the chart swung so."""
+    path = tmp_path / "server.jsonl"
+    queries, hits, lines = 0.0, 0.0, []
+    for i in range(40):
+        queries, hits = queries + 20, hits + (19 if i % 2 else 0)
+        lines.append(_server_line(100.0 + i, running=1, waiting=0, kv=0.1, queries=queries, hits=hits,
+                                  preemptions=0))  # fmt: skip
+    path.write_text("\n".join(lines) + "\n")
+    charted = [v for v in ServerHistory().read(path)[""]["prefix_hit_pct"] if v is not None]
+    steady = charted[int(POINT_WINDOW_S) :]  # once the window is full: 10 intervals, 5 of each
+    assert min(steady) == pytest.approx(47.5) and max(steady) == pytest.approx(47.5)  # 95 of 200 queries

@@ -13,10 +13,22 @@ from typing import Any
 from ...rundir import REPORT_FILE, SUMMARY_FILE, read_run_meta, read_summary
 from .live import FIDELITY_LABEL
 
-__all__ = ["REPORT_URL", "FinalOutcome", "final_slo_rows"]
+__all__ = [
+    "ENDED_RATE",
+    "REPORT_URL",
+    "UNTRUSTED",
+    "FinalOutcome",
+    "final_slo_rows",
+    "final_timing_status",
+    "total_label",
+]
 
 #: where the web UI serves the run's report (relative, as Locust's own links)
 REPORT_URL = "./tokenstorm/report"
+#: the Total row's marker while the live status says the window's timing is not trustworthy
+UNTRUSTED = "TIMING NOT TRUSTWORTHY (see Timing fidelity in the live status)"
+#: a rate of the last seconds once the run has ended (no request is sent; Locust asks no more)
+ENDED_RATE = "— (run ended)"
 
 
 def final_slo_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
@@ -25,7 +37,7 @@ def final_slo_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     fid = summary.get("timing_fidelity")
     if isinstance(fid, dict):
-        status = "fail" if not fid.get("trustworthy", True) else "pass" if fid.get("measured", True) else "no data"
+        status = final_timing_status(summary)
         rows.append({"label": FIDELITY_LABEL, "scope": "run", "metric": "timing_fidelity", "stat": "late share",
                      "op": "<=", "threshold": None, "measured": fid.get("late_share"), "status": status,
                      "note": str(fid.get("reason") or "")[:500],
@@ -43,6 +55,32 @@ def final_slo_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def final_timing_status(summary: dict[str, Any]) -> str:
+    """The timing-fidelity row's status, as the run's verdict took it: fail when the timing made the
+    verdict (unreliable), warn when it did not (``--timing-verdict warn``: the verdict is passed or
+    failed, its reason says the timing was not trustworthy), pass, or no data (not measured)."""
+    fid = summary.get("timing_fidelity")
+    if not isinstance(fid, dict) or not fid.get("measured", True):
+        return "no data"
+    if fid.get("trustworthy", True):
+        return "pass"
+    return "warn" if summary.get("verdict") in ("passed", "failed") else "fail"
+
+
+def total_label(ended: bool, live_timing: str | None, final: dict[str, Any] | None) -> str:
+    """The LLM table's Total row: while the run goes on, marked when the live status's timing
+    (``live_timing``) fails; once it has ``ended``, only the run's own verdict (``final``, from
+    ``summary.json``; None while its report is being built) speaks — the last live judgement is not
+    carried past Stop (Locust stops asking for its table then, so what the row says last must hold)."""
+    if not ended:
+        return "Total" + (f" — {UNTRUSTED}" if live_timing == "fail" else "")
+    if final is None:
+        return "Total — run ended: the verdict is above"
+    if final.get("trustworthy") is False:
+        return "Total — TIMING NOT TRUSTWORTHY (the run's verdict, above)"
+    return "Total — final (the run's verdict is above)"
+
+
 class FinalOutcome:
     """The ended run's outcome, read once per run directory (``summary.json`` is written once, at the end)."""
 
@@ -54,7 +92,8 @@ class FinalOutcome:
     def read(self, run_dir: Path | None, built: bool) -> dict[str, Any] | None:
         """The outcome of ``run_dir`` once its report is ``built`` (None before: still running, or
         being built). Keys: verdict, reason, fidelity (one line or None), trustworthy, report_url,
-        report_path, requests, stopped_epoch_s, slo (the final SLO rows)."""
+        report_path, requests, requests_per_s and output_tokens_per_s (the report's, of the whole run),
+        stopped_epoch_s, slo (the final SLO rows)."""
         if run_dir is None or not built or not (run_dir / SUMMARY_FILE).exists():
             return None
         with self._lock:
@@ -85,7 +124,13 @@ def _outcome(run_dir: Path, summary: dict[str, Any]) -> dict[str, Any]:
         "report_path": str(run_dir / REPORT_FILE),
         "run_dir": str(run_dir),
         "requests": summary.get("completed"),
+        "requests_per_s": _number(summary.get("request_throughput")),
+        "output_tokens_per_s": _number(summary.get("output_throughput")),
         "simulated": bool(summary.get("simulated")),
         "stopped_epoch_s": stopped,
         "slo": final_slo_rows(summary),
     }
+
+
+def _number(value: Any) -> float | None:
+    return round(float(value), 2) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

@@ -1,5 +1,5 @@
-"""The web UI's live view, kept in memory: a rolling window of the newest records, the points
-of the LLM charts, and the GPU samples of the run, read as they are appended.
+"""The web UI's live view, kept in memory: a rolling window of the newest records and the points
+of the LLM charts (the GPU and vLLM samples: :mod:`.server_history`).
 
 The master (or a local runner) hands every record it stores to :class:`LiveWindow` — from
 ``RunContext.emit`` and ``receive``, so workers' records count too — and nothing is read back
@@ -14,40 +14,48 @@ and the spacing doubles, so a day-long run still shows from its start.
 
 The live status judges every SLO target on the window's newest requests, and above them the timing
 fidelity of the same requests (:func:`reports.evaluate_fidelity` with each load generator's latest
-clock sample): whether they were read on time, and what held the load generators back.
+clock sample): whether they were read on time, and what held the load generators back. It fails
+only on as many late reads as the final verdict needs (``FIDELITY_MIN_LATE``) and with a cause seen
+in the load generators' samples; short of that it waits for more, or says it saw no cause
+(:func:`live_fidelity`).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 import time
 from array import array
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ...rundir import FIDELITY_MAX_LATE_SHARE, ErrorCategory, LoadSample, RunMeta
+from ...rundir import (
+    FIDELITY_MAX_LATE_SHARE,
+    FIDELITY_MAX_LOOP_LAG_P99_MS,
+    FIDELITY_MAX_READ_AT_ONCE_SHARE,
+    FIDELITY_MAX_TTFT_LATE_SHARE,
+    FIDELITY_MIN_LATE,
+    ErrorCategory,
+    LoadSample,
+    RunMeta,
+)
 
 __all__ = [
     "FIDELITY_LABEL",
-    "GPU_SERIES",
     "LLM_SERIES",
     "MAX_POINTS",
     "POINT_EVERY_S",
     "POINT_WINDOW_S",
     "SETTLE_S",
     "SLO_WINDOW_S",
-    "GpuHistory",
-    "JsonlTail",
     "LiveWindow",
     "fidelity_status",
     "judge_recent",
+    "live_fidelity",
     "percentile",
 ]  # fmt: skip
 
@@ -56,7 +64,6 @@ POINT_WINDOW_S = 10.0
 SETTLE_S = 7.0  # a worker ships its records every 3 s (after sending): a point waits for two batches
 #: a chart point's ITL percentiles read at most this many gaps (an even stride of each request's beyond)
 POINT_MAX_GAPS = 200_000
-_GPU_TAIL_BYTES = 4 << 20  # at most this much of gpu.jsonl is read per poll (~ hours of 8 GPUs at 1 Hz)
 #: the live SLO status judges the requests that ended in the last this many seconds — at most the
 #: newest SLO_MAX_REQUESTS of them, with at most SLO_MAX_GAPS ITL gaps: a judgement costs the master
 #: tens of milliseconds however heavy the load (a contiguous stretch of requests, so rates stay right)
@@ -69,7 +76,6 @@ MAX_POINTS = 600
 MAX_RECORDS = 100_000
 LLM_SERIES = ("ttft_p50_ms", "ttft_p95_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p50_ms", "e2e_p95_ms", "tpot_p50_ms",
               "tpot_p95_ms", "tokens_per_s", "errors_per_s", "requests_per_s")  # fmt: skip
-GPU_SERIES = ("util_gpu_pct", "mem_used_mib", "power_w")
 #: the live status's row of the window's timing fidelity
 FIDELITY_LABEL = "Timing fidelity"
 #: the record fields the SLO evaluation and the timing fidelity read (the rest of a record is not kept)
@@ -241,86 +247,6 @@ def _sampled_gaps(arrays: list[array[float]]) -> np.ndarray:
     return np.concatenate([np.frombuffer(a)[::step] for a in arrays])
 
 
-class JsonlTail:
-    """Follows a JSON-lines file a monitor process appends to: each :meth:`new_lines` returns the
-    complete lines added since the last call, at most ``max_bytes`` of them (the first look, which
-    may come hours into a run, reads only the file's tail; a line cut there is dropped)."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self.path: Path | None = None
-        self._offset = 0
-        self._partial = b""
-
-    def follow(self, path: Path | None) -> bool:
-        """Follow ``path`` from now on; True when it is another file than before (start afresh)."""
-        if path == self.path:
-            return False
-        self.path, self._offset, self._partial = path, 0, b""
-        return True
-
-    def new_lines(self) -> list[bytes]:
-        """The complete lines added since the last call (none when the file cannot be read)."""
-        if self.path is None:
-            return []
-        cut = False
-        try:
-            with self.path.open("rb") as fh:
-                if self._offset == 0:
-                    size = fh.seek(0, 2)
-                    self._offset, cut = max(0, size - self.max_bytes), size > self.max_bytes
-                fh.seek(self._offset)
-                chunk = fh.read(self.max_bytes)
-        except OSError:
-            return []
-        self._offset += len(chunk)
-        lines = (self._partial + chunk).split(b"\n")
-        self._partial = lines.pop()  # a line being written right now (or b"")
-        return lines[1:] if cut else lines  # a cut first line is no sample
-
-
-class GpuHistory:
-    """The GPU samples of the run (``gpu.jsonl``), read as the monitor process appends them:
-    each poll reads only the bytes added since the last one."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._tail = JsonlTail(_GPU_TAIL_BYTES)
-        self._gpus: dict[str, dict[str, list[float | None]]] = {}
-        self._min_gap_s: dict[str, float] = {}
-
-    def read(self, path: Path | None) -> dict[str, dict[str, list[float | None]]]:
-        """Per GPU (``"GPU 0"``, ``"host GPU 0"``): ``t`` and one list per series in ``GPU_SERIES``."""
-        with self._lock:
-            if self._tail.follow(path):
-                self._gpus, self._min_gap_s = {}, {}
-            self._add(self._tail.new_lines())
-            return {g: {k: list(v) for k, v in s.items()} for g, s in sorted(self._gpus.items())}
-
-    def _add(self, lines: Iterable[bytes]) -> None:
-        for line in lines:
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(row, dict) or row.get("gap") or "gpu" not in row:
-                continue
-            name = f"{row.get('host')} GPU {row['gpu']}" if row.get("host") else f"GPU {row['gpu']}"
-            gpu = self._gpus.setdefault(name, {"t": [], **{k: [] for k in GPU_SERIES}})
-            t = float(row.get("epoch_s") or 0.0)
-            if gpu["t"] and t < (gpu["t"][-1] or 0.0) + self._min_gap_s.get(name, 0.0):
-                continue
-            gpu["t"].append(t)
-            for k in GPU_SERIES:
-                value = row.get(k)
-                gpu[k].append(round(float(value), 2) if isinstance(value, (int, float)) else None)
-            if len(gpu["t"]) > MAX_POINTS:  # as the LLM points: every other one, and as sparse from now on
-                for k in gpu:
-                    gpu[k] = gpu[k][::2]
-                span_s = (gpu["t"][-1] or 0.0) - (gpu["t"][0] or 0.0)
-                self._min_gap_s[name] = 2 * span_s / MAX_POINTS
-
-
 def series_key(row: dict[str, Any]) -> str:
     """A chart's (and the LLM table's) line: the workload, and in A/B runs its target."""
     workload, target = str(row.get("workload") or ""), row.get("target")
@@ -382,16 +308,39 @@ def judge_recent(spec: Any, rows: list[dict[str, Any]], started_epoch_s: float |
 def fidelity_status(requests: Any, clock: dict[str, dict[str, float | None]], now: float) -> dict[str, Any]:
     """The live status's timing-fidelity row for the report table ``requests`` (the window's): the
     reports' :func:`reports.evaluate_fidelity` with one load sample of each load generator's latest
-    clock figures. ``status``: pass (read on time), fail (not trustworthy: ``note`` says why and
-    ``limited_by`` what held the load generators back) or no data (nothing to judge yet)."""
+    clock figures. ``status`` (:func:`live_fidelity`): pass (read on time), fail (not trustworthy:
+    ``note`` says why and ``limited_by`` what held the load generators back), warn (not trustworthy,
+    but no cause seen in the load generators' samples: said, not failed), wait (too few late reads
+    to judge yet) or no data (nothing to judge yet)."""
     from reports import evaluate_fidelity
 
     fid = evaluate_fidelity(requests, [LoadSample(now, 0, clock={w: dict(f) for w, f in clock.items()})])
-    status = "fail" if not fid.trustworthy else "pass" if fid.measured else "no data"
-    note = fid.reason
-    if fid.trustworthy and fid.limited_by:  # an untrustworthy reason names them already
-        note += "; limited by: " + "; ".join(fid.limited_by)
+    status, note = live_fidelity(fid)
     late = None if fid.late_share is None else round(fid.late_share, 6)
     return {"label": FIDELITY_LABEL, "scope": "run", "metric": "timing_fidelity", "stat": "late share", "op": "<=",
             "threshold": FIDELITY_MAX_LATE_SHARE, "measured": late, "status": status, "note": note[:500],
             "limited_by": list(fid.limited_by)}  # fmt: skip
+
+
+def live_fidelity(fid: Any) -> tuple[str, str]:
+    """The live status and note of a window's :class:`reports.Fidelity` ``fid``. A window judges
+    with the final verdict's minimums: a share is broken only by ``FIDELITY_MIN_LATE`` or more late
+    reads (the run's verdict waives this for streams read at once; a 30 s window's one stream of 96 is
+    no evidence yet: ``wait``). Untrustworthy timing with no cause seen in the load generators'
+    samples is said (``warn``), not failed: there is nothing to act on here, and the verdict judges
+    the whole run."""
+    if not fid.measured:
+        return "no data", str(fid.reason)
+    if fid.trustworthy:  # an untrustworthy reason names what limited the load generators already
+        return "pass", fid.reason + ("; limited by: " + "; ".join(fid.limited_by) if fid.limited_by else "")
+    events = (fid.late_share or 0.0) > FIDELITY_MAX_LATE_SHARE and fid.late_events >= FIDELITY_MIN_LATE
+    ttfts = (fid.ttft_late_share or 0.0) > FIDELITY_MAX_TTFT_LATE_SHARE and fid.ttft_late >= FIDELITY_MIN_LATE
+    lags = [f.get("mean_loop_lag_p99_ms") for f in fid.per_worker.values()]
+    loop = fid.unstamped_records > 0 and any(v is not None and v > FIDELITY_MAX_LOOP_LAG_P99_MS for v in lags)
+    at_once = (fid.read_at_once_share or 0.0) > FIDELITY_MAX_READ_AT_ONCE_SHARE
+    if at_once and fid.read_at_once < FIDELITY_MIN_LATE and not (events or ttfts or loop):
+        return "wait", (f"too few to judge yet: {fid.read_at_once:,} of {fid.ttft_records:,} streams read at once "
+                        f"(a share is judged from {FIDELITY_MIN_LATE} late reads)")  # fmt: skip
+    if not fid.limited_by:
+        return "warn", f"no cause seen, so not failed live (the verdict judges the whole run): {fid.reason}"
+    return "fail", str(fid.reason)

@@ -1,6 +1,9 @@
-"""The vLLM server samples of the run (``server.jsonl``), read as the monitor process appends them,
+"""The monitors' samples of the run, read as the monitor processes append them: the GPU tab's
+(``gpu.jsonl``: :class:`GpuHistory`, :func:`latest_gpus`) and the vLLM server's (``server.jsonl``)
 for the web UI's vLLM tab: its table (the newest sample of each target) and its charts over time
 (requests running and waiting, KV-cache usage in %, prefix-cache hit rate in %, preemptions).
+The hit rate charted is of the ``POINT_WINDOW_S`` seconds before each sample, as the LLM charts'
+points: hits over queries summed over that window (one second's few queries swung it 0-95%).
 
 The files stay in the run directory after the run, so the vLLM and GPU tabs keep the run's samples
 after Stop (the monitor process is gone by then; its in-memory latest sample with it).
@@ -10,12 +13,15 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import deque
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .live import MAX_POINTS, JsonlTail
+from .live import MAX_POINTS, POINT_WINDOW_S
 
-__all__ = ["SERVER_SERIES", "ServerHistory", "latest_gpus", "server_row"]
+__all__ = ["GPU_SERIES", "SERVER_SERIES", "GpuHistory", "JsonlTail", "ServerHistory", "WindowedRatio", "latest_gpus",
+           "server_row"]  # fmt: skip
 
 #: the vLLM tab's chart series, per target
 SERVER_SERIES = ("running", "waiting", "kv_cache_pct", "prefix_hit_pct", "preemptions")
@@ -24,6 +30,9 @@ SERVER_SERIES = ("running", "waiting", "kv_cache_pct", "prefix_hit_pct", "preemp
 #: runner: the first look at a run hours old must not parse 8 MB there (~4,000 json.loads).
 _TAIL_BYTES = 1 << 20
 _GPU_TAIL_BYTES = 16384  # the GPU table's newest samples (a line per GPU per interval, ~300 bytes)
+_GPU_HISTORY_BYTES = 4 << 20  # at most this much of gpu.jsonl is read per poll (~ hours of 8 GPUs at 1 Hz)
+#: the GPU tab's chart series, per GPU
+GPU_SERIES = ("util_gpu_pct", "mem_used_mib", "power_w")
 
 
 def _num(value: Any) -> float | None:
@@ -55,6 +64,112 @@ def server_row(sample: dict[str, Any], first: dict[str, Any] | None) -> dict[str
     }
 
 
+class JsonlTail:
+    """Follows a JSON-lines file a monitor process appends to: each :meth:`new_lines` returns the
+    complete lines added since the last call, at most ``max_bytes`` of them (the first look, which
+    may come hours into a run, reads only the file's tail; a line cut there is dropped)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.path: Path | None = None
+        self._offset = 0
+        self._partial = b""
+
+    def follow(self, path: Path | None) -> bool:
+        """Follow ``path`` from now on; True when it is another file than before (start afresh)."""
+        if path == self.path:
+            return False
+        self.path, self._offset, self._partial = path, 0, b""
+        return True
+
+    def new_lines(self) -> list[bytes]:
+        """The complete lines added since the last call (none when the file cannot be read)."""
+        if self.path is None:
+            return []
+        cut = False
+        try:
+            with self.path.open("rb") as fh:
+                if self._offset == 0:
+                    size = fh.seek(0, 2)
+                    self._offset, cut = max(0, size - self.max_bytes), size > self.max_bytes
+                fh.seek(self._offset)
+                chunk = fh.read(self.max_bytes)
+        except OSError:
+            return []
+        self._offset += len(chunk)
+        lines = (self._partial + chunk).split(b"\n")
+        self._partial = lines.pop()  # a line being written right now (or b"")
+        return lines[1:] if cut else lines  # a cut first line is no sample
+
+
+class GpuHistory:
+    """The GPU samples of the run (``gpu.jsonl``), read as the monitor process appends them:
+    each poll reads only the bytes added since the last one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._tail = JsonlTail(_GPU_HISTORY_BYTES)
+        self._gpus: dict[str, dict[str, list[float | None]]] = {}
+        self._min_gap_s: dict[str, float] = {}
+
+    def read(self, path: Path | None) -> dict[str, dict[str, list[float | None]]]:
+        """Per GPU (``"GPU 0"``, ``"host GPU 0"``): ``t`` and one list per series in ``GPU_SERIES``."""
+        with self._lock:
+            if self._tail.follow(path):
+                self._gpus, self._min_gap_s = {}, {}
+            self._add(self._tail.new_lines())
+            return {g: {k: list(v) for k, v in s.items()} for g, s in sorted(self._gpus.items())}
+
+    def _add(self, lines: Iterable[bytes]) -> None:
+        for line in lines:
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(row, dict) or row.get("gap") or "gpu" not in row:
+                continue
+            name = f"{row.get('host')} GPU {row['gpu']}" if row.get("host") else f"GPU {row['gpu']}"
+            gpu = self._gpus.setdefault(name, {"t": [], **{k: [] for k in GPU_SERIES}})
+            t = float(row.get("epoch_s") or 0.0)
+            if gpu["t"] and t < (gpu["t"][-1] or 0.0) + self._min_gap_s.get(name, 0.0):
+                continue
+            gpu["t"].append(t)
+            for k in GPU_SERIES:
+                value = row.get(k)
+                gpu[k].append(round(float(value), 2) if isinstance(value, (int, float)) else None)
+            if len(gpu["t"]) > MAX_POINTS:  # as the LLM points: every other one, and as sparse from now on
+                for k in gpu:
+                    gpu[k] = gpu[k][::2]
+                span_s = (gpu["t"][-1] or 0.0) - (gpu["t"][0] or 0.0)
+                self._min_gap_s[name] = 2 * span_s / MAX_POINTS
+
+
+class WindowedRatio:
+    """A per-second ratio smoothed over a sliding window: the sum of the numerators over the sum of
+    the denominators of the intervals that ended in the last ``window_s`` seconds — a ratio of sums,
+    so a second of 1 query weighs 1 query, not as much as a second of 1,000 (a mean of ratios)."""
+
+    def __init__(self, window_s: float = POINT_WINDOW_S) -> None:
+        self.window_s = window_s
+        self._parts: deque[tuple[float, float, float]] = deque()
+        self._num = 0.0
+        self._den = 0.0
+
+    def add(self, t: float, numerator: float | None, denominator: float | None) -> float | None:
+        """Count the interval that ended at ``t`` (epoch s; None parts: not counted); the ratio in %
+        over the window ending at ``t`` (None: no denominator in it)."""
+        if numerator is not None and denominator is not None:
+            self._parts.append((t, numerator, denominator))
+            self._num, self._den = self._num + numerator, self._den + denominator
+        while self._parts and self._parts[0][0] <= t - self.window_s:
+            _, num, den = self._parts.popleft()
+            self._num, self._den = self._num - num, self._den - den
+        if not self._parts:
+            self._num = self._den = 0.0  # (no float residue once the window is empty)
+            return None
+        return round(100 * self._num / self._den, 2) if self._den > 0 else None
+
+
 class ServerHistory:
     """Per target (its ``--targets`` label, ``""`` in a one-target run): ``t`` (epoch s) and one list per
     series in :data:`SERVER_SERIES`; each poll reads only the bytes added since the last one (thread-safe)."""
@@ -66,6 +181,7 @@ class ServerHistory:
         self._first: dict[str, dict[str, Any]] = {}
         self._last: dict[str, dict[str, Any]] = {}
         self._min_gap_s: dict[str, float] = {}
+        self._hit_rate: dict[str, WindowedRatio] = {}
 
     def read(self, path: Path | None) -> dict[str, dict[str, list[float | None]]]:
         """The series of the run whose ``server.jsonl`` is ``path`` (a new path starts afresh)."""
@@ -81,7 +197,7 @@ class ServerHistory:
 
     def _catch_up(self, path: Path | None) -> None:
         if self._tail.follow(path):
-            self._series, self._first, self._last, self._min_gap_s = {}, {}, {}, {}
+            self._series, self._first, self._last, self._min_gap_s, self._hit_rate = {}, {}, {}, {}, {}
         self._add(self._tail.new_lines())
 
     def _add(self, lines: list[bytes]) -> None:
@@ -98,15 +214,15 @@ class ServerHistory:
             self._last[target] = row
             series = self._series.setdefault(target, {"t": [], **{k: [] for k in SERVER_SERIES}})
             t = float(row["epoch_s"])
+            # What the cache does now: the hits over the queries of the window before this sample
+            # (every interval counts, also those of samples the chart skips below).
+            queries = _delta(_num(row.get("prefix_cache_queries")), _num((before or {}).get("prefix_cache_queries")))
+            hits = _delta(_num(row.get("prefix_cache_hits")), _num((before or {}).get("prefix_cache_hits")))
+            hit_pct = self._hit_rate.setdefault(target, WindowedRatio()).add(t, hits, queries)
             if series["t"] and t < (series["t"][-1] or 0.0) + self._min_gap_s.get(target, 0.0):
                 continue
             point = server_row(row, first)
-            # The hit rate of the interval since the previous sample: what the cache does now.
-            queries = _delta(_num(row.get("prefix_cache_queries")), _num((before or {}).get("prefix_cache_queries")))
-            hits = _delta(_num(row.get("prefix_cache_hits")), _num((before or {}).get("prefix_cache_hits")))
-            point["prefix_hit_pct"] = None
-            if before is not None and queries and hits is not None:
-                point["prefix_hit_pct"] = round(100 * hits / queries, 2)
+            point["prefix_hit_pct"] = hit_pct
             series["t"].append(t)
             for k in SERVER_SERIES:
                 series[k].append(point[k])

@@ -14,9 +14,11 @@ from locust.env import Environment
 from ...rundir import GPU_FILE, REPORT_FILE, SERVER_FILE
 from ...rundir.secrets import split_credentials
 from ...traffic import settings_from_options
+from ..core import locust_compat
 from ..core.context import context
 from ..core.options import OPTION_DESTS, RunOptions
 from ..core.targets import scrub_targets
+from .final import ENDED_RATE, total_label
 from .server_history import latest_gpus
 from .webui_live import SIMULATED, add_live_view, no_gpu, no_server
 
@@ -43,9 +45,6 @@ _SERVER_COLUMNS = (
     ("generation_tokens", "Generated tokens (run)"),
 )
 
-#: the Total row's marker while the live status says the window's timing is not trustworthy
-_UNTRUSTED = "TIMING NOT TRUSTWORTHY (see Timing fidelity in the live status)"
-
 
 def form_problem(environment: Environment, form: dict[str, str]) -> str | None:
     """What is wrong with the web UI start form's tokenstorm values (``None``: nothing)."""
@@ -70,6 +69,16 @@ def form_problem(environment: Environment, form: dict[str, str]) -> str | None:
     except ValueError as exc:  # OptionError, WorkloadFileError, DatasetError
         return str(exc)
     return None
+
+
+def _clear_current_rates(payload: dict[str, Any]) -> None:
+    """Locust's "current" rates of a stopped run read 0 (Locust keeps the last seconds' as they were)."""
+    for key in ("current_rps", "current_fail_per_sec"):
+        if key in payload:
+            payload[key] = 0.0
+    for row in payload.get("stats") or []:
+        if isinstance(row, dict):
+            row.update({k: 0.0 for k in ("current_rps", "current_fail_per_sec") if k in row})
 
 
 def _fmt(value: Any) -> Any:
@@ -158,27 +167,35 @@ def extend_web_ui(environment: Environment) -> None:
             url = urls.get(label, target if not label else "")
             return f"{url} (SIMULATED)" if label and ctx.simulated else url
 
+        # Locust asks for this table no more once its runner has stopped: what the last answer says
+        # stays on the page. So once the run has ended no figure of the last seconds is given as if live,
+        # and the Total row says only what the run's own verdict says (final.total_label).
+        running = locust_compat.is_running(environment.runner)
+        ended = not running and ctx.run_dir is not None
         rows = [
             {
                 "workload": w,
                 "requests": ctx.requests_by_workload.get(w, 0),
-                "tokens_per_s": round(r.rate(), 1),
+                "tokens_per_s": ENDED_RATE if ended else round(r.rate(), 1),
                 "tokens": r.total_tokens,
                 "target": where(w),
             }
             for w, r in sorted(ctx.token_rate_by_workload.items())
         ]
         timing = live.timing(ctx)
+        final = live.final.read(ctx.run_dir, ctx.report_built) if ended else None
         rows.append(
             {
-                "workload": "Total" + (f" — {_UNTRUSTED}" if timing is not None and timing["status"] == "fail" else ""),
+                "workload": total_label(ended, timing["status"] if timing is not None else None, final),
                 "requests": sum(ctx.requests_by_workload.values()),
-                "tokens_per_s": round(ctx.token_rate.rate(), 1),
+                "tokens_per_s": ENDED_RATE if ended else round(ctx.token_rate.rate(), 1),
                 "tokens": ctx.token_rate.total_tokens,
                 "target": target,
             }
         )
         payload = response.get_json()
+        if ended:  # Locust's header (RPS) and its table's current rates: nothing is sent any more
+            _clear_current_rates(payload)
         latest_gpu = latest_gpus(ctx.run_dir / GPU_FILE) if ctx.run_dir is not None else []
         gpu_rows = [{k: _fmt(g.get(k)) for k, _ in _GPU_COLUMNS} for g in latest_gpu] or [{"gpu": no_gpu(ctx)}]
         server = live.server.latest_rows(ctx.run_dir / SERVER_FILE if ctx.run_dir is not None else None)

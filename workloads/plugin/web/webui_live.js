@@ -152,8 +152,7 @@
 
   function drawLlm(panel) {
     var llm = data.llm, names = Object.keys(llm.workloads);
-    panel.appendChild(el("p", { id: "tokenstorm-run-figures" }, (data.running ? "Running: " : data.ended ? "Ended: " : "") +
-      data.users + " users, " + fmt(data.requests_per_s) + " requests/s (Locust's current), elapsed " + span(data.elapsed_s)));
+    panel.appendChild(runFigures());
     panel.appendChild(el("p", {}, "Each point sums up the " + llm.window_s + " s before it, one every " + llm.every_s +
       " s, per workload (dashed: the tail percentile). Latencies of successful requests."));
     var g = panel.appendChild(grid());
@@ -169,6 +168,25 @@
     });
     panel.appendChild(sloTable());
   }
+
+  /* The run's figures above the charts: Locust's current ones while it runs; once it has ended, the
+     report's of the whole run, marked final (Locust's current rates would stay as they last were). */
+  function runFigures() {
+    var p = el("p", { id: "tokenstorm-run-figures", "data-final": data.ended ? "true" : "false" });
+    if (!data.ended) {
+      p.textContent = (data.running ? "Running: " : "") + data.users + " users, " + fmt(data.requests_per_s) +
+        " requests/s (Locust's current), elapsed " + span(data.elapsed_s);
+      return p;
+    }
+    var f = data.final;
+    p.textContent = "Ended after " + span(data.elapsed_s) + " — " + (f ? "final, of the whole run (the report's): " +
+      f.requests + " requests completed, " + fmt(f.requests_per_s) + " requests/s, " + fmt(f.output_tokens_per_s) +
+      " output tok/s" : "the run's figures come with its report (being built)");
+    return p;
+  }
+
+  var STATUS_COLORS = { pass: "#15803d", fail: "#c62828", warn: "#e65100" };
+  var STATUS_WORDS = { wait: "TOO FEW YET" };
 
   function sloTable() {
     var box = el("div", { id: "tokenstorm-slo" });
@@ -191,9 +209,9 @@
       var share = r.metric === "error_rate" || r.metric === "timing_fidelity";  // timing: the share of token events read late
       var measured = r.measured === null ? "—" : share ? (r.measured * 100).toFixed(2) + "%" + (r.metric === "timing_fidelity" ? " late" : "") : fmt(r.measured);
       [r.label, measured].forEach(function (v) { tr.appendChild(el("td", {}, v)).style.padding = "2px 12px 2px 0"; });
-      var badge = tr.appendChild(el("td", {})).appendChild(el("span", {}, r.status.toUpperCase()));
-      badge.style.cssText = "padding:1px 8px;border-radius:4px;color:#fff;font-weight:600;background:" +
-        (r.status === "pass" ? "#15803d" : r.status === "fail" ? "#c62828" : "#757575");
+      var badge = tr.appendChild(el("td", {})).appendChild(el("span", {}, STATUS_WORDS[r.status] || r.status.toUpperCase()));
+      badge.style.cssText = "padding:1px 8px;border-radius:4px;color:#fff;font-weight:600;white-space:nowrap;background:" +
+        (STATUS_COLORS[r.status] || "#757575");
       tr.appendChild(el("td", {}, r.note || "")).style.opacity = "0.7";
     });
     if (!data.slo.length) box.appendChild(el("p", {}, data.ended ? "The run has ended: its report is being built." :
@@ -249,7 +267,7 @@
     }
     panel.hidden = false;
     panel.appendChild(el("p", {}, "vLLM's own /metrics, one sample every monitor interval" +
-      (names.length > 1 || names[0] ? " per target" : "") + ". Hit rate: of the interval since the previous sample; " +
+      (names.length > 1 || names[0] ? " per target" : "") + ". Hit rate: hits over queries of the " + data.llm.window_s + " s before each sample; " +
       "preemptions: since the run's first sample."));
     var g = panel.appendChild(grid());
     [["sched", "Requests running / waiting", [["running", "running", false], ["waiting", "waiting", true]], 0],
@@ -297,16 +315,34 @@
   function placeBadge() {
     var badge = document.getElementById("tokenstorm-simulated");
     if (!data || !data.simulated) { if (badge) badge.remove(); return; }
-    if (badge && badge.isConnected) return;
-    badge = el("span", { id: "tokenstorm-simulated", title: "The target is tokenstorm's emulator, not a real server" },
-               data.simulated_label);
+    if (badge && badge.isConnected) { fitBadge(badge); return; }
+    badge = el("span", { id: "tokenstorm-simulated", title: "The target is tokenstorm's emulator, not a real server",
+                         "aria-label": data.simulated_label });
+    // Two short lines, not one long one: Locust's header of a running run fills 1,400 px by itself.
+    var cut = data.simulated_label.indexOf(" ");
+    var first = badge.appendChild(el("span", {}, cut > 0 ? data.simulated_label.slice(0, cut) : data.simulated_label));
+    first.style.cssText = "display:block;font-size:14px;letter-spacing:0.04em";
+    if (cut > 0) {
+      var rest = badge.appendChild(el("span", {}, data.simulated_label.slice(cut + 1)));
+      rest.style.cssText = "display:block;font-size:11px;font-weight:600";
+    }
     badge.style.cssText = "margin:0 12px;padding:2px 10px;border-radius:4px;background:#b71c1c;color:#fff;" +
-      "font-weight:700;letter-spacing:0.04em;white-space:nowrap;font-family:system-ui,sans-serif";
+      "font-weight:700;font-family:system-ui,sans-serif;line-height:1.2;text-align:center;white-space:nowrap";
     var header = document.querySelector("header");
     var logo = header && header.querySelector("a");
-    if (logo) { logo.insertAdjacentElement("afterend", badge); return; }
+    if (logo) { logo.insertAdjacentElement("afterend", badge); fitBadge(badge); return; }
     badge.style.cssText += ";position:fixed;top:4px;left:50%;transform:translateX(-50%);z-index:2000";
     document.body.appendChild(badge);
+  }
+
+  /* Should the page still be wider than its window (a narrow one, many header figures), the badge
+     says SIMULATED alone; its title says the rest. */
+  function fitBadge(badge) {
+    var root = document.documentElement;
+    if (root.scrollWidth > root.clientWidth) {
+      badge.textContent = "SIMULATED";
+      badge.title = data.simulated_label + ": the target is tokenstorm's emulator, not a real server";
+    }
   }
 
   /* Where a panel goes: its place on the stand-alone page, else under the active tab's table. */

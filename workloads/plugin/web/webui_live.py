@@ -28,8 +28,8 @@ from ..core import locust_compat
 from ..core.context import RunContext, context
 from .final import FinalOutcome
 from .form import form_layout, trim_extra_options
-from .live import FIDELITY_LABEL, SLO_MAX_REQUESTS, SLO_WINDOW_S, GpuHistory, judge_recent
-from .server_history import ServerHistory
+from .live import FIDELITY_LABEL, SLO_MAX_REQUESTS, SLO_WINDOW_S, judge_recent
+from .server_history import GpuHistory, ServerHistory
 
 log = logging.getLogger("tokenstorm")
 
@@ -124,8 +124,9 @@ class LiveState:
 
 def live_payload(environment: Environment, state: LiveState, now: float | None = None) -> dict[str, Any]:
     """Everything the live view draws, as one JSON object: ``users``, ``requests_per_s`` (Locust's current
-    requests/s, as its header) and ``elapsed_s`` of the run; once it has ended, ``final`` (its
-    verdict and report, :class:`.final.FinalOutcome`) and the SLO status of the whole run."""
+    requests/s, as its header; None once the run has ended) and ``elapsed_s`` of the run; once it has
+    ended, ``final`` (its verdict, report and whole-run rates, :class:`.final.FinalOutcome`) and the SLO
+    status of the whole run."""
     ctx = context(environment)
     runner = environment.runner
     running = locust_compat.is_running(runner)
@@ -153,7 +154,9 @@ def live_payload(environment: Environment, state: LiveState, now: float | None =
         "running": running,
         "state": str(getattr(runner, "state", "") or ""),
         "users": int(runner.user_count) if runner is not None else 0,
-        "requests_per_s": round(float(stats.total.current_rps), 2) if stats is not None else 0.0,
+        # Locust's current requests/s are of the last seconds: none once the run has ended (the
+        # final figures are the report's, in ``final``)
+        "requests_per_s": round(float(stats.total.current_rps), 2) if stats is not None and running else None,
         "elapsed_s": round(max(0.0, end - started), 1) if started is not None else None,
         "run_dir": str(run_dir) if run_dir is not None else None,
         "final": {k: v for k, v in final.items() if k != "slo"} if final is not None else None,
