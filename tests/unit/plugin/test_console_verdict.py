@@ -31,6 +31,18 @@ def _last_lines(run_dir: Path) -> list[str]:
     return proc.stdout.splitlines()
 
 
+def _sentences(lines: list[str]) -> list[str]:
+    """The block's lines with a wrapped sentence's continuation (indented two spaces) joined to it."""
+    out: list[str] = []
+    for line in lines:
+        level, _, text = line.partition(" ")
+        if text.startswith("  ") and out:
+            out[-1] += " " + text.strip()
+        else:
+            out.append(line)
+    return out
+
+
 def _run(tmp_path: Path, late_every: int) -> Path:
     """40 fast streamed requests of 51 token events; every ``late_every``-th read late (its first 20 events)."""
     records = [request(i, 100, token_events=51, read_lag_max_s=0.0003, late_events=20 if late_every and i %
@@ -40,7 +52,7 @@ def _run(tmp_path: Path, late_every: int) -> Path:
 
 
 def test_a_run_read_on_time_says_so_before_its_verdict(tmp_path: Path) -> None:
-    *_, report, timing, verdict, code = _last_lines(_run(tmp_path, 0))
+    *_, report, timing, verdict, code = _sentences(_last_lines(_run(tmp_path, 0)))
     on_time = "100% of 2,040 token events and 100% of TTFTs read on time, read lag p99 0.3 ms"
     assert report.startswith("INFO report ") and report.endswith("report.html"), report
     assert timing == f"INFO timing trustworthy: {on_time}"
@@ -49,12 +61,23 @@ def test_a_run_read_on_time_says_so_before_its_verdict(tmp_path: Path) -> None:
 
 
 def test_a_run_read_late_is_unreliable_with_exit_code_5_whatever_its_slos_said(tmp_path: Path) -> None:
-    *_, timing, verdict, code = _last_lines(_run(tmp_path, 4))  # 10 of 40 TTFTs late, 200 events of 2,040
+    *_, timing, verdict, code = _sentences(_last_lines(_run(tmp_path, 4)))  # 10 of 40 TTFTs late, 200 events of 2,040
     assert timing.startswith("WARNING timing NOT trustworthy: 10% of 2,040 token events and 25% of "
                              "TTFTs read late"), timing  # fmt: skip
     assert verdict.startswith("ERROR UNRELIABLE — timing not trustworthy") and "SLOs held" in verdict
     assert verdict.endswith("(exit code 5)"), verdict
     assert code == "process exit code 5"
+
+
+def _table(lines: list[str], header_start: str) -> dict[str, list[str]]:
+    """The rows under the table whose header line starts with ``header_start`` (up to a blank line)."""
+    at = next(i for i, line in enumerate(lines) if line.startswith(header_start))
+    rows = {}
+    for line in lines[at + 1 :]:
+        if not line.strip():
+            break
+        rows[line.split()[0]] = line.split()
+    return rows
 
 
 def test_the_console_ends_with_the_reports_own_figures_per_workload(tmp_path: Path) -> None:
@@ -64,13 +87,17 @@ def test_the_console_ends_with_the_reports_own_figures_per_workload(tmp_path: Pa
     run_dir = make_run_dir(tmp_path / "two", records, {"status": "finished", "stopped_epoch_s": 1010.0})
     lines = _last_lines(run_dir)
     summary = json.loads((run_dir / "summary.json").read_text())
-    said = [line.split(" ", 1)[1] for line in lines if line.startswith("INFO ")]
-    rows = {text.split()[0]: text.split() for text in said if text[:4] in ("all ", "chat", "code")}
-    assert set(rows) == {"all", "chat", "code"}, lines
-    for name, cells in rows.items():
+    said = [line.split(" ", 1)[1] if " " in line else "" for line in lines if line.startswith("INFO")]
+    counts = _table(said, " " * 22 + "        ok")
+    latencies = _table(said, "ms, p50/p99")
+    assert set(counts) == set(latencies) == {"all", "chat", "code"}, lines
+    for name in counts:
         block = summary if name == "all" else summary["workloads"][name]
-        assert int(cells[1]) == block["completed"] and int(cells[2]) == block["failed"]
-        assert cells[5] == f"{block['median_ttft_ms']:.1f}/{block['p99_ttft_ms']:.1f}", (cells, block)
-        assert cells[8] == f"{block['median_e2el_ms']:.1f}/{block['p99_e2el_ms']:.1f}"
-    # the block comes before the timing line and the verdict, which stay the last lines
-    assert lines[-3].startswith("INFO timing") and "PASSED" in lines[-2]
+        assert int(counts[name][1]) == block["completed"] and int(counts[name][2]) == block["failed"]
+        assert latencies[name][1] == f"{block['median_ttft_ms']:.1f}/{block['p99_ttft_ms']:.1f}", latencies[name]
+        assert latencies[name][4] == f"{block['median_e2el_ms']:.1f}/{block['p99_e2el_ms']:.1f}"
+    # the block comes before the report's path, the timing line and the verdict, which stay the last lines
+    joined = _sentences(lines)
+    assert joined[-3].startswith("INFO timing") and "PASSED" in joined[-2]
+    block = [line.split(" ", 1)[1] for line in lines if line.startswith("INFO") and " report " not in line[:12]]
+    assert all(len(line) <= 100 for line in block), lines  # the report's path is as long as it is

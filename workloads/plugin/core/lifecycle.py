@@ -215,6 +215,7 @@ def _flush_loop(environment: Environment, ctx: RunContext) -> None:
 def _build_outputs(environment: Environment, ctx: RunContext) -> None:
     """Write report.html, junit.xml, summary.json and set the process exit code."""
     from reports import build_report, console_block
+    from reports.render.console import fit
 
     if ctx.run_dir is None or ctx.report_built:
         return
@@ -234,14 +235,22 @@ def _build_outputs(environment: Environment, ctx: RunContext) -> None:
     # The report's exact figures, as vllm bench serve prints them; then the report's path, whether the
     # figures can be trusted at all, and the verdict — the last line.
     lines = [(logging.INFO, line) for line in console_block(summary)]
-    lines.append((logging.INFO, f"report {result.report}"))
+    lines.append((logging.INFO, f"report {_shown_path(result.report)}"))
     if summary.fidelity is not None:
         lines.append((logging.INFO if summary.fidelity.trustworthy else logging.WARNING, summary.fidelity.reason))
     verdict = f"{summary.verdict.upper()} — {summary.reason} (exit code {result.exit_code})"
     lines.append((logging.INFO if result.exit_code == 0 else logging.ERROR, verdict))
-    ctx.closing_lines = lines
+    ctx.closing_lines = [(level, part) for level, line in lines for part in fit(line)]
     if not ctx.options.headless:  # the web UI's runs: at each run's end (a headless one's at Locust's quit)
         _print_closing(ctx)
+
+
+def _shown_path(path: Path) -> str:
+    """``path`` as the user can type it from here: relative to the working folder when it is under it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(path)
 
 
 def _print_closing(ctx: RunContext) -> None:
