@@ -84,6 +84,8 @@ class RunSummary:
         }
         if self.targets is not None:
             out["targets"] = self.targets
+        if meta.left_out:  # workloads of the mix the run did not send, and why (a server that does not call tools)
+            out["left_out"] = meta.left_out
         if self.sweep is not None:
             out["sweep"] = self.sweep
         if self.quality is not None:

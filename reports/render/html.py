@@ -120,6 +120,7 @@ def render_report(run: RunData, spec: SloSpec, summary: RunSummary) -> str:
         metadata=metadata,
         gaps=gaps,
         workers_lost=workers_lost,
+        left_out=meta.left_out,
         fidelity=summary.fidelity,
         fidelity_rows=_fidelity_rows(summary),
         timing_violations=timing_violations(run),

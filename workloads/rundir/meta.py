@@ -153,6 +153,9 @@ class RunMeta:
     #: The GPUs the sidecar saw: [{"index": int, "name": str, "memory_total_mib": float | None,
     #: "driver": str | None}]; empty: no GPU monitor or no GPU.
     gpus: list[dict[str, Any]] = field(default_factory=list)
+    #: Workloads left out of the run's mix: name -> the one line saying why (agent sessions against a server
+    #: that does not call tools). Empty: none (and no key in the file).
+    left_out: dict[str, str] = field(default_factory=dict)
     schema: int = RUN_SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)  # keys of a newer writer, kept as they were
 
@@ -165,7 +168,7 @@ class RunMeta:
         """The JSON object written to ``run.json``."""
         doc = asdict(self)
         extra = doc.pop("extra")
-        for key in ("targets", "deployment", "gpus"):
+        for key in ("targets", "deployment", "gpus", "left_out"):
             if not doc[key]:
                 del doc[key]  # a one-target run's run.json stays as 0.1 wrote it
         return {**extra, **doc}
