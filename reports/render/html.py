@@ -1,4 +1,5 @@
-"""The self-contained HTML report (jinja2 with autoescape; figures inlined as PNG)."""
+"""The self-contained HTML report (jinja2 with autoescape): the over-time and distribution charts are
+interactive (uPlot and their data inlined: the page opens offline), the sections' figures inlined as PNG."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from reports.judging.quality import CONSISTENCY_METRIC, is_quality_metric
 from reports.judging.slo import SloResult, SloSpec, judged_mask
 from reports.judging.summary import PERCENTILES, RunSummary, timing_violations
 from reports.judging.targets import COMPARED
-from reports.render.plots import distribution_png, timeseries_png
+from reports.render.charts import page_json, script_assets
+from reports.render.distributions import distribution_charts
+from reports.render.timeseries import timeseries_charts
 from reports.sections.agent import agent_view, cache_rows
 from reports.sections.header import deployment_views, gpu_lines, report_title, target_names
 from reports.sections.headline import (
@@ -58,7 +61,8 @@ def render_report(run: RunData, spec: SloSpec, summary: RunSummary) -> str:
     meta = run.meta
     mask = judged_mask(run, spec)
     t0 = meta.started_epoch_s or (float(run.requests["start_epoch_s"].min()) if len(run.requests) else 0.0)
-    ts_png, panels = timeseries_png(run, t0, mask, warmup_s=spec.warmup_s)
+    over_time = timeseries_charts(run, t0, mask, warmup_s=spec.warmup_s)
+    distributions = distribution_charts(run, mask)
     records = len(run.requests)
     counted = f" (run.json counted {meta.records:,})" if meta.records not in (0, records) else ""
     metadata = [
@@ -112,11 +116,13 @@ def render_report(run: RunData, spec: SloSpec, summary: RunSummary) -> str:
         targets=target_names(meta),
         options=option_rows(meta, run.path, open_loop=summary.overall.get("p99_send_lag_ms") is not None),
         slo_rows=[_slo_row(r) for r in summary.slo_results],
-        panels=panels,
+        panels=[c.title for c in over_time],
         has_gpu=not run.gpu.empty,
         has_server=not run.server.empty,
-        timeseries_png=ts_png,
-        distribution_png=distribution_png(run, mask),
+        over_time=over_time,
+        distributions=distributions,
+        chart_json=page_json(over_time + distributions),
+        **script_assets(),
         metadata=metadata,
         gaps=gaps,
         workers_lost=workers_lost,

@@ -48,7 +48,7 @@ def _first_screen(html_path: Path, screenshot: Path, rows: list[str]) -> dict[st
             row = page.locator(f'#headline-table tr[data-scope="{scope}"]')
             boxes[scope] = row.bounding_box()
             shown[scope] = {f: row.locator(f'[data-figure="{f}"]').inner_text() for f in FIGURES}
-        figures = page.evaluate("Array.from(document.querySelectorAll('img.figure'))"
+        figures = page.evaluate("Array.from(document.querySelectorAll('img.figure, figure.chart[data-kind=time]'))"
                                 ".map(i => i.getBoundingClientRect().width)")  # fmt: skip
         verdict = page.locator("#verdict").inner_text()
         browser.close()

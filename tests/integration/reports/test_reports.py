@@ -41,6 +41,8 @@ def open_in_chromium(html_path: Path, screenshot: Path) -> dict:
         page.wait_for_function("document.body.dataset.ready === '1'")
         found = {s: page.locator(f"#{s}").count() == 1 for s in SECTIONS}
         images = page.evaluate("Array.from(document.images).map(i => i.naturalWidth)")
+        charts = page.evaluate("Array.from(document.querySelectorAll('figure.chart canvas')).map(c => c.clientWidth)")
+        legends = page.evaluate("Array.from(document.querySelectorAll('.u-legend .u-label')).map(e => e.textContent)")
         pwned = page.evaluate("document.body.dataset.pwned || null")
         verdict = page.locator("#verdict").inner_text()
         error_text = page.locator("#errors").text_content() or ""
@@ -48,8 +50,8 @@ def open_in_chromium(html_path: Path, screenshot: Path) -> dict:
         page.locator("#slos th", has_text="Measured").click()
         page.screenshot(path=str(screenshot), full_page=True)
         browser.close()
-    return {"problems": problems, "dialogs": dialogs, "sections": found, "images": images, "pwned": pwned,
-            "verdict": verdict, "errors": error_text}  # fmt: skip
+    return {"problems": problems, "dialogs": dialogs, "sections": found, "images": images, "charts": charts,
+            "legends": legends, "pwned": pwned, "verdict": verdict, "errors": error_text}  # fmt: skip
 
 
 def test_report_renders_in_headless_chromium_with_every_section(locust_runner, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -78,16 +80,18 @@ def test_report_renders_in_headless_chromium_with_every_section(locust_runner, t
     seen = open_in_chromium(run.run_dir / "report.html", tmp_path / "report.png")
     assert seen["problems"] == [] and seen["dialogs"] == []
     assert all(seen["sections"].values()), seen["sections"]
-    # The run's figures, the sessions' (chat sessions end on their last turn: steps, session latency) and the
-    # answers' pass rate over time (chat turns are checked).
-    assert len(seen["images"]) == 5 and all(w > 300 for w in seen["images"])
+    # The sessions' figures (chat sessions end on their last turn: steps, session latency) and the answers'
+    # pass rate over time (chat turns are checked); the run's over-time and distribution charts, drawn.
+    assert len(seen["images"]) == 3 and all(w > 300 for w in seen["images"])
+    assert len(seen["charts"]) >= 8 and all(w > 300 for w in seen["charts"])
     assert "SLOs held" in seen["verdict"]
     assert "http_5xx" in seen["errors"]
     assert (tmp_path / "report.png").stat().st_size > 20_000
 
 
 def test_hostile_text_in_records_stays_inert(tmp_path: Path) -> None:
-    records = [request(i, ttft_ms=10, workload="chat") for i in range(10)]
+    # A workload named like markup: its name goes into the charts' JSON and legends too.
+    records = [request(i, ttft_ms=10, workload="chat" if i % 2 else XSS) for i in range(10)]
     records.append(request(11, 0, ok=False, error_detail=f"HTTP 500: {XSS}"))
     run_dir = make_run_dir(tmp_path / "run", records, meta={"model": XSS, "options": {"extra_body": XSS}})
     build_report(run_dir)
@@ -97,6 +101,7 @@ def test_hostile_text_in_records_stays_inert(tmp_path: Path) -> None:
     assert seen["pwned"] is None and seen["dialogs"] == []
     assert seen["problems"] == []
     assert "<img src=x" in seen["errors"]  # shown as text, as the server sent it
+    assert XSS in seen["legends"]  # the workload's name in the charts' legends, as text
 
 
 def test_headless_exit_codes_follow_the_slo_outcome(locust_runner, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -14,7 +14,8 @@ import pytest
 
 from reports import build_report, console_block, load_run, load_slo_spec, summarize
 from reports.data.cache import counter_increase
-from reports.render.plots import CACHE_PANEL_TITLE, time_bins, timeseries_figure
+from reports.render.plots import CACHE_PANEL_TITLE, time_bins
+from reports.render.timeseries import timeseries_charts
 from tests.unit.reports.test_agent_report import _write_run
 from tests.unit.reports.test_headline import figures
 from workloads.rundir import ServerSample, to_line
@@ -150,16 +151,17 @@ def test_hit_rate_over_time_beside_kv_cache_and_preemptions(tmp_path: Path) -> N
     samples = _server(run_dir / "server.jsonl")
     run = load_run(run_dir)
     mask = np.ones(len(run.requests), dtype=bool)
-    fig, titles = timeseries_figure(run, 1000.0, mask)
+    charts = timeseries_charts(run, 1000.0, mask)
+    titles = [c.title for c in charts]
     kv, cache, pre = (
         titles.index(t) for t in ("vLLM KV-cache usage", CACHE_PANEL_TITLE, "vLLM preemptions per second")
     )
     assert kv + 1 == cache and cache + 1 == pre  # side by side, in that order
-    ax = fig.axes[cache]
-    records, server = ax.get_lines()[:2]
-    edges = time_bins(run, 1000.0, run.requests["ok"].to_numpy(dtype=bool))  # the figure's own bins
-    x, y = records.get_data()
-    sx, sy = server.get_data()
+    records, server = charts[cache].series[:2]
+    assert (records.label, server.label, server.dash) == ("records", "vLLM /metrics", True)
+    edges = time_bins(run, 1000.0, run.requests["ok"].to_numpy(dtype=bool))  # the chart's own bins
+    x, y = records.x, np.array(records.y, dtype=float)  # None (no figure) reads as NaN
+    sx, sy = server.x, np.array(server.y, dtype=float)
     assert len(x) == len(sx) == len(edges) - 1
     # The records' line: per bin, cached ÷ prompt tokens of the requests that started in it.
     ok = [r for r in rows if r["ok"] and r.get("cached_tokens") is not None]
@@ -187,7 +189,7 @@ def test_hit_rate_over_time_beside_kv_cache_and_preemptions(tmp_path: Path) -> N
             assert sy[i] == pytest.approx(100 * h / q)
     assert checked >= 10
     # Preemptions per second: each bin's increase over its width; no figure where no sample fell.
-    py = fig.axes[pre].get_lines()[0].get_ydata()
+    py = np.array(charts[pre].series[0].y, dtype=float)
     for i in range(len(x)):
         inside = [j for j in range(1, len(samples)) if edges[i] <= t[j] < edges[i + 1]]
         if inside:
