@@ -46,8 +46,9 @@ def test_web_ui_shows_llm_tab_data_and_serves_the_live_report(tmp_path: Path) ->
         # while it says the timing is not trustworthy, the LLM table's Total row says so too.
         live = json.load(urllib.request.urlopen(f"{base}/tokenstorm/live.json", timeout=30))
         timing = live["slo"][0]
-        assert timing["label"] == "Timing fidelity" and timing["status"] in ("pass", "fail"), live["slo"]
-        words = "timing trustworthy: " if timing["status"] == "pass" else "timing NOT trustworthy: "
+        assert timing["label"] == "Timing fidelity", live["slo"]
+        words = {"pass": "timing trustworthy: ", "fail": "timing NOT trustworthy: ", "wait": "too few to judge yet: ",
+                 "warn": "no cause seen, so not failed live"}[timing["status"]]  # fmt: skip
         assert timing["note"].startswith(words) and 0 <= timing["measured"] <= 1, timing
         stats = json.load(urllib.request.urlopen(f"{base}/stats/requests", timeout=5))  # (nothing judged since)
         total = next(e["data"] for e in stats["extended_stats"] if e["key"] == "tokenstorm")[-1]
