@@ -89,7 +89,7 @@ def test_after_stop_every_verdict_on_the_page_agrees_and_the_page_fits_1400_px(t
             page.fill("input[name=userCount]", "10")
             page.fill("input[name=spawnRate]", "10")
             page.click("form button[type=submit]")
-            page.wait_for_selector("button:has-text('Stop')", timeout=15000)
+            page.wait_for_selector("button:has-text('Stop')", timeout=40000)
             page.click("button[role=tab]:has-text('LLM')")
             # While it runs: the live timing row, every second, as the user sees it.
             seen: list[tuple[str, str]] = []

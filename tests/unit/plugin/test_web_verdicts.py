@@ -5,11 +5,14 @@ speaks — the LLM table's Total row and the SLO table's timing row say what the
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from reports import load_slo_spec
 from workloads.plugin.web.final import UNTRUSTED, final_slo_rows, final_timing_status, total_label
 from workloads.plugin.web.live import judge_recent
+from workloads.plugin.web.server_history import LoadHistory
 from workloads.rundir import FIDELITY_MIN_LATE
 
 T0 = 1_700_000_000.0
@@ -98,3 +101,21 @@ def test_after_stop_the_total_row_carries_no_live_judgement_only_the_runs_verdic
     passed = {"verdict": "passed", "trustworthy": True}
     assert "NOT TRUSTWORTHY" not in total_label(True, "fail", passed)
     assert "TIMING NOT TRUSTWORTHY" in total_label(True, "pass", {"verdict": "unreliable", "trustworthy": False})
+
+
+def test_the_cause_is_looked_for_over_the_window_so_the_status_does_not_flip_with_each_second(tmp_path: Path) -> None:
+    """What a user saw: FAIL, WARN, FAIL every 2 s as the newest second showed the CPU wait or not."""
+    path = tmp_path / "load.jsonl"
+    lines = [{"epoch_s": T0 + t, "users": 10, "cpu": {}, "clock": BUSY if t % 2 else QUIET} for t in range(-40, 31)]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    history = LoadHistory()
+    window = history.read(path, T0 + 30)
+    assert [s.epoch_s for s in window] == [T0 + t for t in range(0, 31)]  # the last 30 s, no older
+    enough = streams(96, FIDELITY_MIN_LATE)
+    for newest in (QUIET, BUSY):  # whichever second came last, the window's CPU wait is the cause
+        row = judge_recent(SPEC, enough, T0, now=T0 + 30, clock=newest, load=window)[0]
+        assert row["status"] == "fail" and any("for a CPU" in cause for cause in row["limited_by"]), row
+    # Lines appended later are read on the next poll; the window moves on.
+    with path.open("a") as fh:
+        fh.write(json.dumps({"epoch_s": T0 + 31, "users": 10, "cpu": {}, "clock": QUIET}) + "\n")
+    assert [s.epoch_s for s in history.read(path, T0 + 31)][-1] == T0 + 31

@@ -270,13 +270,13 @@ def _rate_scale(rows: list[dict[str, Any]], scope: str, target: str, now: float)
 
 def judge_recent(spec: Any, rows: list[dict[str, Any]], started_epoch_s: float | None,
                  gpu: dict[str, dict[str, list[float | None]]] | None = None, labels: list[str] | None = None,
-                 now: float | None = None,
-                 clock: dict[str, dict[str, float | None]] | None = None) -> list[dict[str, Any]]:  # fmt: skip
+                 now: float | None = None, clock: dict[str, dict[str, float | None]] | None = None,
+                 load: list[LoadSample] | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """Every target of SLO spec ``spec`` judged by the reports' own evaluation on ``rows`` (the
     requests that ended in the last ``SLO_WINDOW_S`` s, up to ``now``): ``status`` is pass, fail or
     no data. ``labels``: an A/B run's targets (one with nothing in the window fails, not vanishes).
     ``clock`` (each load generator's latest clock sample): the first row is then the window's timing
-    fidelity (:func:`fidelity_status`)."""
+    fidelity (:func:`fidelity_status`, with the window's ``load`` samples when there are some)."""
     # reports (pandas, pyarrow) is loaded when the web UI first asks, not by every load generator.
     import pandas as pd
 
@@ -289,7 +289,7 @@ def judge_recent(spec: Any, rows: list[dict[str, Any]], started_epoch_s: float |
                                 for t, mem in zip(s["t"], s["mem_used_mib"], strict=True)
                                 if mem is not None and (t or 0.0) >= since])  # fmt: skip
     now = time.time() if now is None else now
-    out = [] if clock is None else [fidelity_status(run.requests, clock, now)]
+    out = [] if clock is None else [fidelity_status(run.requests, clock, now, load)]
     for r in evaluate_each_target(run, spec, labels):  # A/B runs: each target's own
         if r.metric == "session_ms":  # a window cuts sessions: a cut one would look complete and short
             r.measured, r.note = None, "judged at the end, on whole sessions"
@@ -305,16 +305,19 @@ def judge_recent(spec: Any, rows: list[dict[str, Any]], started_epoch_s: float |
     return out
 
 
-def fidelity_status(requests: Any, clock: dict[str, dict[str, float | None]], now: float) -> dict[str, Any]:
+def fidelity_status(requests: Any, clock: dict[str, dict[str, float | None]], now: float,
+                    load: list[LoadSample] | None = None) -> dict[str, Any]:  # fmt: skip
     """The live status's timing-fidelity row for the report table ``requests`` (the window's): the
-    reports' :func:`reports.evaluate_fidelity` with one load sample of each load generator's latest
-    clock figures. ``status`` (:func:`live_fidelity`): pass (read on time), fail (not trustworthy:
+    reports' :func:`reports.evaluate_fidelity` with the load generators' clock samples of the window
+    (``load``; when there are none, one sample of each load generator's latest figures, ``clock``).
+    ``status`` (:func:`live_fidelity`): pass (read on time), fail (not trustworthy:
     ``note`` says why and ``limited_by`` what held the load generators back), warn (not trustworthy,
     but no cause seen in the load generators' samples: said, not failed), wait (too few late reads
     to judge yet) or no data (nothing to judge yet)."""
     from reports import evaluate_fidelity
 
-    fid = evaluate_fidelity(requests, [LoadSample(now, 0, clock={w: dict(f) for w, f in clock.items()})])
+    samples = load or [LoadSample(now, 0, clock={w: dict(f) for w, f in clock.items()})]
+    fid = evaluate_fidelity(requests, samples)
     status, note = live_fidelity(fid)
     late = None if fid.late_share is None else round(fid.late_share, 6)
     return {"label": FIDELITY_LABEL, "scope": "run", "metric": "timing_fidelity", "stat": "late share", "op": "<=",

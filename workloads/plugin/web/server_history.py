@@ -18,10 +18,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .live import MAX_POINTS, POINT_WINDOW_S
+from ...rundir import LoadSample
+from .live import MAX_POINTS, POINT_WINDOW_S, SLO_WINDOW_S
 
-__all__ = ["GPU_SERIES", "SERVER_SERIES", "GpuHistory", "JsonlTail", "ServerHistory", "WindowedRatio", "latest_gpus",
-           "server_row"]  # fmt: skip
+__all__ = ["GPU_SERIES", "SERVER_SERIES", "GpuHistory", "JsonlTail", "LoadHistory", "ServerHistory", "WindowedRatio",
+           "latest_gpus", "server_row"]  # fmt: skip
 
 #: the vLLM tab's chart series, per target
 SERVER_SERIES = ("running", "waiting", "kv_cache_pct", "prefix_hit_pct", "preemptions")
@@ -30,6 +31,7 @@ SERVER_SERIES = ("running", "waiting", "kv_cache_pct", "prefix_hit_pct", "preemp
 #: runner: the first look at a run hours old must not parse 8 MB there (~4,000 json.loads).
 _TAIL_BYTES = 1 << 20
 _GPU_TAIL_BYTES = 16384  # the GPU table's newest samples (a line per GPU per interval, ~300 bytes)
+_LOAD_TAIL_BYTES = 1 << 20  # load.jsonl: a line a second of ~300 bytes per load generator
 _GPU_HISTORY_BYTES = 4 << 20  # at most this much of gpu.jsonl is read per poll (~ hours of 8 GPUs at 1 Hz)
 #: the GPU tab's chart series, per GPU
 GPU_SERIES = ("util_gpu_pct", "mem_used_mib", "power_w")
@@ -142,6 +144,43 @@ class GpuHistory:
                     gpu[k] = gpu[k][::2]
                 span_s = (gpu["t"][-1] or 0.0) - (gpu["t"][0] or 0.0)
                 self._min_gap_s[name] = 2 * span_s / MAX_POINTS
+
+
+class LoadHistory:
+    """The load generators' timekeeping samples of the last ``window_s`` seconds (``load.jsonl``, a
+    line a second), for the live timing fidelity: what held them back over the window it judges, not
+    in its newest second alone (a cause seen one second in two made the status flip every poll)."""
+
+    def __init__(self, window_s: float = SLO_WINDOW_S) -> None:
+        self.window_s = window_s
+        self._lock = threading.Lock()
+        self._tail = JsonlTail(_LOAD_TAIL_BYTES)
+        self._samples: deque[LoadSample] = deque()
+
+    def read(self, path: Path | None, now: float) -> list[LoadSample]:
+        """The samples of ``path`` taken in the ``window_s`` seconds up to ``now`` (epoch s)."""
+        with self._lock:
+            if self._tail.follow(path):
+                self._samples.clear()
+            for line in self._tail.new_lines():
+                sample = _load_sample(line)
+                if sample is not None:
+                    self._samples.append(sample)
+            while self._samples and self._samples[0].epoch_s < now - self.window_s:
+                self._samples.popleft()
+            return [s for s in self._samples if s.epoch_s <= now]
+
+
+def _load_sample(line: bytes) -> LoadSample | None:
+    try:
+        row = json.loads(line)
+        clock = {
+            str(w): {str(k): _num(v) for k, v in figures.items()} for w, figures in (row.get("clock") or {}).items()
+        }
+        cpu = {str(w): float(v) for w, v in (row.get("cpu") or {}).items() if _num(v) is not None}
+        return LoadSample(float(row["epoch_s"]), int(row.get("users") or 0), cpu, clock)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 class WindowedRatio:

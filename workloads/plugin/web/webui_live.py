@@ -23,13 +23,13 @@ from typing import Any
 import gevent
 from locust.env import Environment
 
-from ...rundir import SERVER_FILE
+from ...rundir import LOAD_FILE, SERVER_FILE
 from ..core import locust_compat
 from ..core.context import RunContext, context
 from .final import FinalOutcome
 from .form import form_layout, trim_extra_options
 from .live import FIDELITY_LABEL, SLO_MAX_REQUESTS, SLO_WINDOW_S, judge_recent
-from .server_history import GpuHistory, ServerHistory
+from .server_history import GpuHistory, LoadHistory, ServerHistory
 
 log = logging.getLogger("tokenstorm")
 
@@ -81,6 +81,7 @@ class LiveState:
     def __init__(self) -> None:
         self.gpu = GpuHistory()
         self.server = ServerHistory()
+        self.load = LoadHistory()
         self.final = FinalOutcome()
         self.slo: list[dict[str, Any]] = []
         self.slo_requests = 0
@@ -97,11 +98,14 @@ class LiveState:
             self.slo_at, self.slo_of = now, ctx.run_dir  # before judging: polls meanwhile reuse the last
             labels = [label for label, _ in ctx.options.targets]
             clock = {worker: dict(figures) for worker, figures in ctx.clock_by_worker.items()}
+            load = self.load.read(ctx.run_dir / LOAD_FILE, time.time())
             # In a thread of gevent's pool, so the judgement does not hold up the event loop that reads
             # the streams in one piece (pandas keeps the GIL, so the loop still runs in slices).
             pool = gevent.get_hub().threadpool
             try:
-                self.slo = pool.apply(judge_recent, (spec, rows, ctx.started_epoch_s, gpu, labels, time.time(), clock))
+                self.slo = pool.apply(
+                    judge_recent, (spec, rows, ctx.started_epoch_s, gpu, labels, time.time(), clock, load)
+                )
             except Exception as exc:  # the charts and the SIMULATED badge stay; the status says why
                 log.warning("tokenstorm: live SLO status failed: %r", exc)
                 self.slo = [
