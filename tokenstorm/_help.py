@@ -64,9 +64,11 @@ class _Formatter(argparse.HelpFormatter):
 
 
 def _metavar(flag: Flag) -> str:
-    """Locust's style: ``<int>``, ``<float>``, ``<text>``, or the choices."""
+    """Locust's style: ``<int>``, ``<float>``, ``<duration>``, ``<text>``, or the choices."""
     if flag.choices:
         return "{" + ",".join(flag.choices) + "}"
+    if flag.duration:
+        return "<duration>"
     return "<int>" if flag.type is int else "<float>" if flag.type is float else "<text>"
 
 

@@ -30,6 +30,7 @@ import yaml
 
 from .base import WorkloadSettings
 from .datasets import read_text_file
+from .durations import parse_duration_range
 from .lengths import LengthDist
 from .models import MODELS
 from .user_checks import load_user_check, user_check_search_path
@@ -80,14 +81,7 @@ def _convert(name: str, value: Any) -> Any:
             raise ValueError("turns must be a whole number >= 1")
         return value
     if name in ("think_time_s", "wait_s"):
-        lo, _, hi = str(value).partition("-")
-        try:
-            low, high = float(lo), float(hi or lo)
-        except ValueError:
-            raise ValueError("expected SECONDS or LO-HI seconds, e.g. 1-5") from None
-        if low < 0 or high < low:
-            raise ValueError("think time is SECONDS or LO-HI seconds")
-        return (low, high)
+        return parse_duration_range(value)  # 1-5, 30s-2m: durations as every option takes them
     if name == "thinking":
         word = "on" if value is True else "off" if value is False else str(value or "")
         if word not in ("", "on", "off"):

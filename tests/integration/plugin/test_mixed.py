@@ -48,9 +48,9 @@ def test_invalid_workload_file_is_rejected_before_traffic(locust_runner, tmp_pat
     [
         ("chat.py", ["--max-tokens", "-5"], "tokenstorm: --max-tokens -5: must be >= 0"),
         ("open_loop.py", ["--arrival-rate", "-1"], "tokenstorm: --arrival-rate -1.0: must be > 0"),
-        ("mixed.py", ["--wait-time", "abc"], "tokenstorm: --wait-time 'abc': expected SECONDS or LO-HI"),
+        ("mixed.py", ["--wait-time", "abc"], "tokenstorm: --wait-time 'abc': expected a duration or LO-HI"),
         ("code_completion.py,locustfiles/shape_steps.py", ["--steps", "8x"],
-         "tokenstorm: --steps '8x': expected USERSxSECONDS"),
+         "tokenstorm: --steps '8x': expected USERSxDURATION"),
         ("mixed.py", ["--weights", "contract=0,code=0,chat=0,agent=0"], "tokenstorm: every workload's weight is 0"),
         ("open_loop.py", ["--weights", "contract=0,code=0,chat=0,agent=0"],
          "tokenstorm: every workload's weight is 0"),

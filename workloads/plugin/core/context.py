@@ -35,7 +35,7 @@ from ..export import prometheus as exporter
 from ..web.live import LiveWindow, series_key
 from . import locust_compat
 from .gc import GcWatch
-from .options import OptionError, RunOptions
+from .options import OptionError, RunOptions, recorded_options
 from .progress import Outcomes
 from .rates import TokenRate
 from .targets import resolve_targets, scrub_targets
@@ -339,7 +339,11 @@ class RunContext:
             host=socket.gethostname(),
             pid=os.getpid(),
             versions=versions(),
-            options={k: _jsonable(v) for k, v in options.items() if k not in SECRET_OPTIONS},
+            options={
+                k: _jsonable(v)
+                for k, v in recorded_options(options).items()  # durations in seconds
+                if k not in SECRET_OPTIONS
+            },
             workers_seen=sorted(self.workers_seen),
             requests_by_workload=dict(self.requests_by_workload),
             records=self.writer.count if self.writer else 0,

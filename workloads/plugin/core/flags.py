@@ -2,6 +2,9 @@
 :func:`add_options` declares to Locust's parser and ``tokenstorm --help`` lists by topic; :mod:`.options`
 parses and checks their values.
 
+Every duration (``--warmup``, ``--request-timeout``, ``--steps``' times...) is taken as Locust's ``-t`` takes
+one: ``30``, ``30s``, ``5m``, ``1h30m`` (:mod:`workloads.traffic.durations`).
+
 Locust prints ``--help`` before it loads a locustfile, so ``locust -f ... --help`` never shows these;
 ``tokenstorm run --help`` does, from this table. A few of Locust's own options get a tokenstorm default
 (``--web-host`` on loopback...): they are in the table too, marked ``locust``, so the help says so.
@@ -39,6 +42,9 @@ class Flag:
     shown_default: str | None = None
     #: Locust's own option, which tokenstorm only gives another default (``set_defaults``)
     locust: bool = False
+    #: a duration, taken as Locust's ``-t`` takes one (``30``, ``30s``, ``5m``, ``1h30m``): argparse passes the
+    #: text, :mod:`.options` parses it (one line naming the option when it is none), the web UI form alike
+    duration: bool = False
 
     @property
     def dest(self) -> str:
@@ -66,7 +72,7 @@ class Flag:
         if self.switch:
             return {"action": "store_true", "default": self.default_value(), "help": self.help}
         kw: dict[str, Any] = {"default": self.default_value(), "help": self.help}
-        if self.type is not None:
+        if self.type is not None and not self.duration:
             kw["type"] = self.type
         if self.choices is not None:
             kw["choices"] = self.choices
@@ -94,9 +100,10 @@ TARGET = Topic("Target & auth", (
     Flag("--targets", "A/B in one run: [LABEL=]URL,... e.g. fp8=http://a:8000,awq=http://b:8000 — every user gets a "
          "twin per target with the same seed (same requests, same offered load); each target judged on its own "
          "(also a workload file's targets:)"),
-    Flag("--request-timeout", "Seconds a whole request may take before it is abandoned (timeout)", 600.0, float),
-    Flag("--stall-timeout", "Seconds without a byte from the server (before the first token or between two) after "
-         "which a request is abandoned as a stall; 0: off", 0.0, float),
+    Flag("--request-timeout", "How long a whole request may take before it is abandoned (timeout)", "10m",
+         duration=True),
+    Flag("--stall-timeout", "How long without a byte from the server (before the first token or between two) "
+         "before a request is abandoned as a stall; 0: off", "0", duration=True),
     Flag("--no-continuous-usage", "Do not ask for stream_options.continuous_usage_stats (non-vLLM servers)",
          False, switch=True),
     Flag("--extra-body", 'JSON merged into every request body, e.g. \'{"chat_template_kwargs": {"enable_thinking": '
@@ -118,23 +125,23 @@ WORKLOADS = Topic("Workloads & traffic", (
     Flag("--max-tokens", "Override each workload's max_tokens (0: keep)", 0, int),
     Flag("--ignore-eos", "Ask the server to ignore EOS so every request generates max_tokens", False, switch=True),
     Flag("--temperature", "Sampling temperature (empty: server default)", "", str),
-    Flag("--wait-time", "Seconds between a user's sessions, N or LO-HI (0: closed loop at full speed); "
-         "default: each workload's own"),
+    Flag("--wait-time", "Pause between a user's sessions, a duration or LO-HI, e.g. 1-3 or 30s-2m (0: closed loop at "
+         "full speed); default: each workload's own"),
     *_workload_flags(),
 ))  # fmt: skip
 
 SHAPES = Topic("Load shapes", (
-    Flag("--warmup", "Seconds at the start marked as warm-up", 0.0, float),
-    Flag("--steps", "Step shape: USERSxSECONDS,... e.g. 8x60,16x60,32x120"),
+    Flag("--warmup", "Time at the start marked as warm-up (not judged); shorter than the run", "0", duration=True),
+    Flag("--steps", "Step shape: USERSxDURATION,... e.g. 8x60,16x60,32x2m"),
     Flag("--arrival-rate", "Open loop: requests per second (per worker process in distributed runs)", 1.0, float),
     Flag("--arrival", "Open-loop arrivals", "poisson", choices=("poisson", "constant")),
     Flag("--capacity-start", "Capacity search: first step's users", 4, int),
     Flag("--capacity-step", "Capacity search: users added per step", 4, int),
-    Flag("--capacity-step-time", "Capacity search: seconds per step", 30.0, float),
+    Flag("--capacity-step-time", "Capacity search: time per step", "30s", duration=True),
     Flag("--capacity-max", "Capacity search: stop at this many users", 1024, int),
     Flag("--sweep-levels", "Sweep (shape_sweep.py): users per level, increasing, e.g. 1,2,4,8,16; empty: found by a "
          "1-user and a --sweep-max-users probe"),
-    Flag("--sweep-level-time", "Sweep: seconds per level (second half judged)", 30.0, float),
+    Flag("--sweep-level-time", "Sweep: time per level (second half judged)", "30s", duration=True),
     Flag("--sweep-count", "Sweep: levels of an automatic sweep, probes included", 8, int),
     Flag("--sweep-max-users", "Sweep: users of the saturating probe", 256, int),
     Flag("--trace", "Trace replay (trace_replay.py): a Mooncake JSONL trace — timestamp (ms), input_length, "
@@ -161,7 +168,7 @@ VERDICT = Topic("SLOs & verdict", (
 MONITORS = Topic("Monitors", (
     Flag("--gpu-monitor", "GPU samples: a sidecar URL (python -m monitors gpu on the GPU host), 'local', or empty for "
          "none"),
-    Flag("--monitor-interval", "Seconds between GPU/server samples", 1.0, float),
+    Flag("--monitor-interval", "Time between GPU/server samples", "1s", duration=True),
     Flag("--no-server-metrics", "Do not scrape the target's /metrics", False, switch=True),
     Flag("--gpus", "GPUs behind the target, for per-GPU throughput when no GPU samples say (0: from the SLO file, "
          "else 1)", 0, int),
@@ -177,8 +184,8 @@ OUTPUT = Topic("Output & run directory", (
          "RUN_DIR/requests/, ~10x smaller, for long runs) or 'jsonl' (RUN_DIR/requests.jsonl, one JSON object per "
          "line). `python -m reports export RUN_DIR --jsonl` turns the first into the second", "parquet",
          choices=("parquet", "jsonl")),
-    Flag("--report-every", "Seconds between report.html snapshots during a run, built in a child process (0: only at "
-         "the end)", 3600.0, float),
+    Flag("--report-every", "Time between report.html snapshots during a run, built in a child process (0: only at "
+         "the end)", "1h", duration=True),
     Flag("--gpu-cost-per-hour", "Price of one GPU-hour (any currency): the report gives the cost per 1M output and "
          "total tokens at the measured throughput (GPUs: from the GPU samples, the SLO file's gpus, or --gpus)",
          0.0, float),

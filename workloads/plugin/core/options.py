@@ -8,6 +8,7 @@ again when a run is started from the web UI form.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import math
@@ -17,26 +18,65 @@ from typing import Any
 
 import orjson
 
+from ...traffic.durations import DURATION_FORMS, parse_duration, parse_duration_range
 from .errors import OptionError
 from .flags import add_options  # declared there (what Locust shows), parsed here
 from .targets import resolve_targets
 
-__all__ = ["OPTION_DESTS", "OptionError", "RunOptions", "add_options", "parse_steps"]
+__all__ = ["DURATION_OPTIONS", "OPTION_DESTS", "OptionError", "RunOptions", "add_options", "parse_duration_option",
+           "parse_steps", "recorded_options"]  # fmt: skip
+
+#: tokenstorm's options that are one duration (``30``, ``30s``, ``5m``, ``1h30m``, as Locust's ``-t``)
+DURATION_OPTIONS = ("warmup", "request_timeout", "stall_timeout", "capacity_step_time", "sweep_level_time",
+                    "monitor_interval", "report_every")  # fmt: skip
+
+
+def parse_duration_option(flag: str, value: Any, *, strict: bool = False) -> float:
+    """Seconds of duration option ``flag`` (``--warmup 5m`` -> 300.0); :class:`OptionError` in one line unless
+    ``value`` is a duration (:data:`~workloads.traffic.durations.DURATION_FORMS`), above 0 when ``strict``."""
+    try:
+        seconds = parse_duration(value)
+    except ValueError as exc:
+        if _negative(value):
+            raise OptionError(f"{flag} {value!r}: must be {'>' if strict else '>='} 0") from None
+        raise OptionError(f"{flag} {value!r}: {exc}") from None
+    if strict and seconds == 0:
+        raise OptionError(f"{flag} {value!r}: must be > 0")
+    return seconds
+
+
+def _negative(value: Any) -> bool:
+    try:
+        return float(value) < 0
+    except (TypeError, ValueError):
+        return False
 
 
 def parse_steps(text: str) -> list[tuple[int, float]]:
-    """``8x60,16x60`` -> [(8, 60.0), (16, 60.0)]; raise :class:`OptionError` with the syntax."""
+    """``8x60,16x1m`` -> [(8, 60.0), (16, 60.0)]; raise :class:`OptionError` with the syntax."""
     steps = []
     for item in str(text).split(","):
         users, _, secs = item.strip().partition("x")
         try:
-            step = (int(users), float(secs))
+            step = (int(users), parse_duration(secs))
         except ValueError:
-            raise OptionError(f"--steps {text!r}: expected USERSxSECONDS,... e.g. 8x60,16x60") from None
-        if step[0] < 0 or not step[1] > 0 or not math.isfinite(step[1]):
-            raise OptionError(f"--steps {text!r}: users >= 0 and seconds > 0")
+            raise OptionError(f"--steps {text!r}: expected USERSxDURATION,... e.g. 8x60,16x2m (a duration is "
+                              f"{DURATION_FORMS})") from None  # fmt: skip
+        if step[0] < 0 or not step[1] > 0:
+            raise OptionError(f"--steps {text!r}: users >= 0 and durations > 0")
         steps.append(step)
     return steps
+
+
+def recorded_options(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` (Locust's, as given) with each duration option in seconds, as ``run.json`` keeps them: a
+    report reads ``--warmup 5m`` as 300 s. A value that is no duration is kept as given (the run refused it)."""
+    out = dict(options)
+    for name in DURATION_OPTIONS:
+        if name in out and out[name] is not None:
+            with contextlib.suppress(ValueError):  # no duration: kept as given (the run refused it)
+                out[name] = parse_duration(out[name])
+    return out
 
 
 def _think_tags(raw: str) -> tuple[str, str] | None:
@@ -68,14 +108,10 @@ def _choice(flag: str, value: str, allowed: tuple[str, ...]) -> str:
 def _range(flag: str, raw: str) -> tuple[float, float] | None:
     if not raw:
         return None
-    lo, _, hi = raw.partition("-")
     try:
-        low, high = float(lo), float(hi or lo)
-    except ValueError:
-        raise OptionError(f"{flag} {raw!r}: expected SECONDS or LO-HI, e.g. 0 or 1-3") from None
-    if not (0 <= low <= high) or not math.isfinite(high):
-        raise OptionError(f"{flag} {raw!r}: seconds >= 0, LO <= HI")
-    return (low, high)
+        return parse_duration_range(raw)
+    except ValueError as exc:
+        raise OptionError(f"{flag} {raw!r}: {exc}") from None
 
 
 def _number(flag: str, value: Any, *, minimum: float, strict: bool = False, cast: Callable[[Any], Any] = float,
@@ -213,13 +249,13 @@ class RunOptions:
             max_tokens=_number("--max-tokens", get("max_tokens", 0), minimum=0, cast=int, maximum=MAX_TOKENS_LIMIT),
             ignore_eos=bool(get("ignore_eos", False)),
             temperature=temperature,
-            request_timeout_s=_number("--request-timeout", get("request_timeout", 600.0), minimum=0, strict=True),
-            stall_timeout_s=_number("--stall-timeout", get("stall_timeout", 0.0), minimum=0),
+            request_timeout_s=parse_duration_option("--request-timeout", get("request_timeout", 600.0), strict=True),
+            stall_timeout_s=parse_duration_option("--stall-timeout", get("stall_timeout", 0.0)),
             extra_body=extra,
             continuous_usage=not get("no_continuous_usage", False),
             think_tags=_think_tags(str(get("think_tags", "<think>,</think>"))),
             run_dir=str(get("run_dir", "runs") or "runs"),
-            warmup_s=_number("--warmup", get("warmup", 0.0), minimum=0),
+            warmup_s=parse_duration_option("--warmup", get("warmup", 0.0)),
             slo=str(get("slo", "") or ""),
             run_fail_error_rate=_number(
                 "--run-fail-error-rate", get("run_fail_error_rate", 0.5), minimum=0, strict=True, maximum=1
@@ -227,11 +263,11 @@ class RunOptions:
             gpus=_number("--gpus", get("gpus", 0), minimum=0, cast=int),
             metrics_port=_number("--metrics-port", get("metrics_port", 0), minimum=0, cast=int, maximum=65535),
             metrics_host=str(get("metrics_host", "127.0.0.1") or "127.0.0.1"),
-            report_every_s=_number("--report-every", get("report_every", 3600.0), minimum=0),
+            report_every_s=parse_duration_option("--report-every", get("report_every", 3600.0)),
             gpu_cost_per_hour=_number("--gpu-cost-per-hour", get("gpu_cost_per_hour", 0.0), minimum=0),
             records=_choice("--records", str(get("records", "parquet") or "parquet"), ("parquet", "jsonl")),
             gpu_monitor=str(get("gpu_monitor", "") or ""),
-            monitor_interval_s=_number("--monitor-interval", get("monitor_interval", 1.0), minimum=0, strict=True),
+            monitor_interval_s=parse_duration_option("--monitor-interval", get("monitor_interval", 1.0), strict=True),
             server_metrics=not get("no_server_metrics", False),
             seed=int(get("seed", 0)),
             wait_time_s=_range("--wait-time", str(get("wait_time", "") or "")),
@@ -240,12 +276,12 @@ class RunOptions:
             poisson=str(get("arrival", "poisson") or "poisson") == "poisson",
             capacity_start=_number("--capacity-start", get("capacity_start", 4), minimum=1, cast=int),
             capacity_step=_number("--capacity-step", get("capacity_step", 4), minimum=1, cast=int),
-            capacity_step_time_s=_number(
-                "--capacity-step-time", get("capacity_step_time", 30.0), minimum=0, strict=True
+            capacity_step_time_s=parse_duration_option(
+                "--capacity-step-time", get("capacity_step_time", 30.0), strict=True
             ),
             capacity_max=_number("--capacity-max", get("capacity_max", 1024), minimum=1, cast=int),
             sweep_levels=parse_sweep_levels(str(get("sweep_levels", "") or "")),
-            sweep_level_time_s=_number("--sweep-level-time", get("sweep_level_time", 30.0), minimum=0, strict=True),
+            sweep_level_time_s=parse_duration_option("--sweep-level-time", get("sweep_level_time", 30.0), strict=True),
             sweep_count=_number("--sweep-count", get("sweep_count", 8), minimum=2, cast=int),
             sweep_max_users=_number("--sweep-max-users", get("sweep_max_users", 256), minimum=2, cast=int),
             trace=str(get("trace", "") or ""),

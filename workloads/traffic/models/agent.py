@@ -159,7 +159,7 @@ class Agent(TrafficModel):
                "read_file=lognormal:3000,0.5 (defaults: " + ", ".join(f"{t.name}={t.result_tokens}"
                                                                     for t in _ALL_TOOLS.values()) + ")"),
         Option("output-tokens", "output_tokens", "max_tokens of each agent step (default 512)"),
-        Option("tool-time", "think_time_s", "Seconds a tool runs between agent steps, N or LO-HI (default 0.1-1)"),
+        Option("tool-time", "think_time_s", "A tool's run time between steps, a duration or LO-HI (default 0.1-1)"),
     )  # fmt: skip
 
     def __init__(self, settings: WorkloadSettings, counter: TokenCounter, seed: int = 0) -> None:

@@ -48,7 +48,7 @@ class Chat(TrafficModel):
     options = (
         Option("output-tokens", "output_tokens", "Chat answer length (default lognormal:250,0.8)"),
         Option("turns", "turns", "Turns per chat session (default 3)"),
-        Option("think-time", "think_time_s", "Seconds between turns, N or LO-HI (default 1-5)"),
+        Option("think-time", "think_time_s", "Pause between turns, a duration or LO-HI, e.g. 5s-1m (default 1-5)"),
         Option("thinking", "thinking", "on/off: chat_template_kwargs.enable_thinking; empty: not sent"),
         Option("dataset", "dataset", "Chat prompts: ShareGPT JSON or JSONL ({'prompt'} / {'messages'}, "
                "optional 'max_tokens')", prefixed=False),
