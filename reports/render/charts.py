@@ -21,10 +21,22 @@ from typing import Any
 import numpy as np
 from markupsafe import Markup
 
-__all__ = ["ASSETS", "MAX_POINTS", "Band", "Chart", "Mark", "Series", "page_json", "script_assets", "thinned"]
+__all__ = [
+    "ASSETS",
+    "MAX_POINTS",
+    "SIGNIFICANT_DIGITS",
+    "Band",
+    "Chart",
+    "Mark",
+    "Series",
+    "page_json",
+    "script_assets",
+    "thinned",
+]
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 MAX_POINTS = 2000  # per series: about one point per pixel of the widest chart
+SIGNIFICANT_DIGITS = 6
 UPLOT_VERSION = "1.6.32"  # assets/uPlot.iife.min.js, from npm (MIT, assets/uPlot.LICENSE.txt)
 
 
@@ -96,17 +108,46 @@ def thinned(
     return [float(v) for v in xs], [_finite(v) for v in ys]
 
 
-def series(label: str, x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, **kw: Any) -> Series:
-    """A :class:`Series` of ``x``, ``y`` (thinned to :data:`MAX_POINTS`)."""
-    xs, ys = thinned(x, y)
-    return Series(label, xs, ys, **kw)
+def series(
+    label: str, x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, step: bool = False, dash: bool = False
+) -> Series:
+    """A :class:`Series` of ``x``, ``y`` (thinned to :data:`MAX_POINTS`). A ``step`` line keeps only the
+    points where it changes (and its last): a level held for an hour is two points, not 3,600."""
+    xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if step and ys.size > 2:
+        changed = np.concatenate([[True], ys[1:] != ys[:-1]])  # NaN != NaN: kept, which is harmless
+        changed[-1] = True
+        xs, ys = xs[changed], ys[changed]
+    tx, ty = thinned(xs, ys)
+    return Series(label, tx, ty, dash=dash, step=step)
+
+
+def _sig(v: float | None) -> float | None:
+    """``v`` to :data:`SIGNIFICANT_DIGITS` (the legend shows fewer; the page stays small)."""
+    return None if v is None else float(f"{v:.{SIGNIFICANT_DIGITS}g}")
+
+
+def _compact(chart: Chart) -> dict[str, Any]:
+    """``chart`` as the page carries it: each distinct x array once (``xs``; a series names its own by
+    ``xi``) — the lines of one chart mostly share their x (bins, sampling rounds) — x to the millisecond
+    (or 0.001 percentile), y to :data:`SIGNIFICANT_DIGITS` significant digits."""
+    doc = asdict(chart)
+    xs: list[list[float]] = []
+    for line in doc["series"]:
+        x = [round(v, 3) for v in line.pop("x")]
+        if x not in xs:
+            xs.append(x)
+        line["xi"] = xs.index(x)
+        line["y"] = [_sig(v) for v in line["y"]]
+    doc["xs"] = xs
+    return doc
 
 
 def page_json(charts: Sequence[Chart]) -> Markup:
-    """``charts`` as JSON safe inside a ``<script type="application/json">`` block: no ``<`` (so no
-    ``</script>`` or ``<!--``), ``>`` or ``&`` appears raw, nor U+2028/U+2029; ``JSON.parse`` reads the
-    escapes back as the characters they stand for."""
-    text = json.dumps({"charts": [asdict(c) for c in charts]}, allow_nan=False, separators=(",", ":"))
+    """``charts`` as JSON (:func:`_compact`) safe inside a ``<script type="application/json">`` block: no
+    ``<`` (so no ``</script>`` or ``<!--``), ``>`` or ``&`` appears raw, nor U+2028/U+2029; ``JSON.parse``
+    reads the escapes back as the characters they stand for."""
+    text = json.dumps({"charts": [_compact(c) for c in charts]}, allow_nan=False, separators=(",", ":"))
     for raw, escaped in (
         ("<", "\\u003c"),
         (">", "\\u003e"),

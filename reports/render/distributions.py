@@ -18,7 +18,7 @@ __all__ = ["PERCENTILE_GRID", "distribution_charts"]
 #: the percentiles each curve is drawn at: every 1 to p99, every 0.1 to p99.9, then p99.99 and the max
 PERCENTILE_GRID = np.concatenate([np.arange(0, 99, 1.0), np.round(np.arange(99, 100, 0.1), 1), [99.99, 100.0]])
 
-_METRICS = (("ttft", "TTFT", "ttft_s"), ("itl", "ITL (every gap between tokens)", None), ("e2e", "E2E", "e2e_s"))
+_METRICS = (("ttft", "TTFT", "ttft_s"), ("itl", "ITL", None), ("e2e", "E2E", "e2e_s"))
 
 
 def distribution_charts(run: RunData, mask: np.ndarray) -> list[Chart]:
@@ -51,8 +51,8 @@ def distribution_charts(run: RunData, mask: np.ndarray) -> list[Chart]:
                 Chart(
                     f"dist-{key}",
                     f"{name} by percentile, per workload (ms)",
-                    "percentile of the requests (%)" if col else "percentile of the gaps (%)",
-                    f"{name.split()[0]} (ms)",
+                    "percentile of the requests (%)" if col else "percentile of the gaps between tokens (%)",
+                    f"{name} (ms)",
                     lines,
                     kind="percentile",
                 )

@@ -9,6 +9,9 @@
   var source = document.getElementById("chart-data");
   if (!source || typeof uPlot === "undefined") return;
   var specs = JSON.parse(source.textContent).charts;
+  specs.forEach(function (spec) {  // each distinct x array is in the page once: spec.xs[series.xi]
+    spec.series.forEach(function (s) { s.x = spec.xs[s.xi]; });
+  });
   var PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
                  "#bcbd22", "#17becf"];
   var charts = {};
@@ -34,6 +37,15 @@
     }
     return i;
   }
+
+  /* The percentile axis in "nines": p50, p90, p99, p99.9 evenly apart, so the tail, where SLOs are set,
+   * gets room beside the body: p0–p90, p90–p99 and p99–max a third of the width each (NINES_EPS puts the
+   * maximum, p100, a finite step past p99.9). */
+  var NINES_EPS = 1e-3;
+  function nines(p) { return -Math.log10(1 + NINES_EPS - p / 100); }
+  function fromNines(v) { return 100 * (1 + NINES_EPS - Math.pow(10, -v)); }
+  var NINES_TICKS = [0, 50, 90, 99, 99.9, 100];
+  function all(u, splits) { return splits; }  // every tick we chose (uPlot thins a log-like axis's own)
 
   function setX(u, min, max) {
     u.setScale("x", {min: min, max: max});
@@ -100,7 +112,10 @@
     var data = uPlot.join(spec.series.map(function (s) { return [s.x, s.y]; }));
     var series = [{
       label: time ? "time (s)" : "percentile",
-      value: function (u, v) { return v == null ? "—" : time ? fmt(v) + " s" : "p" + fmt(v); },
+      value: function (u, v) {
+        if (v == null) return "—";
+        return time ? fmt(v) + " s" : v === 100 ? "max" : "p" + Number(v.toFixed(2));
+      },
     }];
     spec.series.forEach(function (s, i) {
       series.push({
@@ -119,20 +134,28 @@
       height: height,
       series: series,
       scales: {
-        x: {time: false},
+        x: time ? {time: false} : {time: false, distr: 100, fwd: nines, bwd: fromNines},
         y: {range: function (u, lo, hi) {
           if (spec.y_max != null) return [0, spec.y_max];
           return [0, hi > 0 ? uPlot.rangeNum(0, hi, 0.1, true)[1] : 1];
         }},
       },
       axes: [
-        {label: spec.x_label, labelSize: 20, size: 36},
+        time ? {label: spec.x_label, labelSize: 20, size: 36} : {
+          label: spec.x_label, labelSize: 20, size: 36,
+          filter: all, ticks: {filter: all}, grid: {filter: all},
+          splits: function (u) {
+            return NINES_TICKS.filter(function (p) { return p >= u.scales.x.min && p <= u.scales.x.max; });
+          },
+          values: function (u, vals) { return vals.map(function (p) { return p === 100 ? "max" : "p" + p; }); },
+        },
         {label: spec.y_label, labelSize: 20, size: 60, values: function (u, vals) { return vals.map(fmt); }},
       ],
       cursor: {
         sync: {key: spec.kind, setSeries: false},
         dataIdx: function (u, si, i) { return nearest(u.data[si], i); },
         drag: {x: true, y: false},
+        y: false,  // no horizontal hairline: its height means nothing on the charts that follow the cursor
         bind: {dblclick: function () { return null; }},
       },
       legend: {live: true},
@@ -150,12 +173,15 @@
     u.over.addEventListener("wheel", function (e) {
       if (!(e.ctrlKey || e.metaKey)) return;  // a plain wheel scrolls the page
       e.preventDefault();
-      var min = u.scales.x.min, max = u.scales.x.max, rect = u.over.getBoundingClientRect();
-      var at = u.posToVal(e.clientX - rect.left, "x"), k = e.deltaY < 0 ? 0.75 : 1 / 0.75;
-      var span = Math.min((max - min) * k, full[1] - full[0]);
-      var lo = Math.max(full[0], at - (at - min) * span / (max - min));
-      var hi = Math.min(full[1], lo + span);
-      setX(u, Math.max(full[0], hi - span), hi);
+      // in the axis's own terms (seconds, or nines), so the point under the cursor stays put
+      var f = time ? function (v) { return v; } : nines, b = time ? f : fromNines;
+      var min = f(u.scales.x.min), max = f(u.scales.x.max), lo0 = f(full[0]), hi0 = f(full[1]);
+      var rect = u.over.getBoundingClientRect(), k = e.deltaY < 0 ? 0.75 : 1 / 0.75;
+      var at = f(u.posToVal(e.clientX - rect.left, "x"));
+      var span = Math.min((max - min) * k, hi0 - lo0);
+      var lo = Math.max(lo0, at - (at - min) * span / (max - min));
+      var hi = Math.min(hi0, lo + span);
+      setX(u, b(Math.max(lo0, hi - span)), b(hi));
     }, {passive: false});
     var button = document.createElement("button");
     button.type = "button";

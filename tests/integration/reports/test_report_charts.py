@@ -22,7 +22,11 @@ def _embedded(html_path: Path) -> dict[str, dict[str, Any]]:
     text = html_path.read_text()
     block = re.search(r'<script type="application/json" id="chart-data">(.*?)</script>', text, re.S)
     assert block is not None, "no chart data in the page"
-    return {c["id"]: c for c in json.loads(block.group(1))["charts"]}
+    charts = {c["id"]: c for c in json.loads(block.group(1))["charts"]}
+    for c in charts.values():
+        for s in c["series"]:
+            s["x"] = c["xs"][s["xi"]]  # each distinct x array is there once
+    return charts
 
 
 def _shown(text: str) -> float:

@@ -92,7 +92,8 @@ def test_every_over_time_chart_names_its_quantity_and_unit(tmp_path: Path) -> No
         assert c.kind == "time" and "(s)" in c.x_label and c.y_label.strip() and c.series, c.id
     assert "(ms)" in charts["latency"].y_label and "tokens/s" in charts["throughput"].y_label
     x, users = _line(charts["users"], "users")
-    assert list(users) == [min(8, s + 1) for s in range(33)] and list(x) == list(range(33))  # load.jsonl, from 0
+    # load.jsonl, from 0; a step line keeps the samples where the level changed, and the last
+    assert list(users) == [min(8, s + 1) for s in range(8)] + [8] and list(x) == [*range(8), 32]
     assert charts["users"].series[0].step
     _, gib = _line(charts["gpu-memory"], "GPU 0")
     assert gib == pytest.approx(np.full(33, 60_000 / 1024))  # MiB sampled, GiB drawn
@@ -197,3 +198,22 @@ def test_the_embedded_json_cannot_close_its_script_block_and_reads_back_whole() 
     assert "<" not in text and ">" not in text and "&" not in text and "\u2028" not in text
     back = json.loads(text)["charts"][0]
     assert back["title"] == hostile and back["series"][0]["label"] == hostile and back["series"][0]["y"] == [1.0, None]
+
+
+def test_the_page_carries_each_x_array_once_and_values_to_six_digits() -> None:
+    shared = [0.1234567, 1.0, 2.0]
+    chart = Chart(
+        "c",
+        "t",
+        "x",
+        "y",
+        [
+            series("a", shared, [1 / 3, 2.0, 3.0]),
+            series("b", shared, [4.0, 5.0, 6.0]),
+            series("c", [0.0, 1.0], [7.0, 8.0]),
+        ],
+    )
+    back = json.loads(str(page_json([chart])))["charts"][0]
+    assert back["xs"] == [[0.123, 1.0, 2.0], [0.0, 1.0]]
+    assert [s["xi"] for s in back["series"]] == [0, 0, 1]
+    assert back["series"][0]["y"] == [0.333333, 2.0, 3.0]
