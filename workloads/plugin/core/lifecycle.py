@@ -38,7 +38,7 @@ from .checks import (
 from .context import RunContext, context
 from .deployment import capture_run_deployment
 from .monitoring import start_monitor, stop_monitor
-from .options import OptionError, add_options
+from .options import OptionError, add_options, warmup_problem
 from .progress_display import ProgressPrinter, console_logger
 from .targets import check_url
 
@@ -75,6 +75,7 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
         return
     say_worker_port(environment)
     load_slo_spec_or_exit(environment, ctx)
+    _refuse_warmup_as_long_as_the_run(environment, ctx)
     probes.install(environment)
     shape = type(environment.shape_class).__name__ if environment.shape_class is not None else ""
     if shape in ("SweepShape", "CapacitySearchShape") and any(getattr(u, "open_loop", False)
@@ -115,6 +116,22 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
         extend_web_ui(environment)
 
 
+def _warmup_problem(environment: Environment, ctx: RunContext) -> str | None:
+    """A warm-up (``--warmup`` or the SLO file's) as long as ``-t`` or longer, in one line (None: fine)."""
+    spec = ctx.slo_spec
+    slo_warmup_s = float(getattr(spec, "warmup_s", 0.0) or 0.0)
+    run_time_s = getattr(environment.parsed_options, "run_time", None)
+    return warmup_problem(ctx.options.warmup_s, slo_warmup_s, str(getattr(spec, "source", "")), run_time_s)
+
+
+def _refuse_warmup_as_long_as_the_run(environment: Environment, ctx: RunContext) -> None:
+    """Such a warm-up ends the run before any traffic with one line and exit 3 (it would judge no request)."""
+    problem = _warmup_problem(environment, ctx)
+    if problem:
+        sys.stderr.write(f"tokenstorm: {problem}\n")
+        raise SystemExit(EXIT_RUN_FAILED)
+
+
 def _start_exporter(environment: Environment, ctx: RunContext) -> None:
     port = ctx.options.metrics_port
     if not port or ctx.metrics is not None:
@@ -149,6 +166,8 @@ def _on_test_start(environment: Environment, **_kw: Any) -> None:
         urls = [url for _, url in run_targets(environment, environment.host)]
         ctx.simulated = bool(ctx.emulator_url) and ctx.emulator_url in urls
         ctx.warmup_s = ctx.options.warmup_s
+        if why := _warmup_problem(environment, ctx):  # the web UI form's -t and --warmup: as at start-up
+            raise OptionError(why)
         ctx.model = ctx.options.model or None
         ctx.models.clear()
         load_workloads(environment, ctx)

@@ -24,7 +24,7 @@ from .flags import add_options  # declared there (what Locust shows), parsed her
 from .targets import resolve_targets
 
 __all__ = ["DURATION_OPTIONS", "OPTION_DESTS", "OptionError", "RunOptions", "add_options", "parse_duration_option",
-           "parse_steps", "recorded_options"]  # fmt: skip
+           "parse_steps", "recorded_options", "warmup_problem"]  # fmt: skip
 
 #: tokenstorm's options that are one duration (``30``, ``30s``, ``5m``, ``1h30m``, as Locust's ``-t``)
 DURATION_OPTIONS = ("warmup", "request_timeout", "stall_timeout", "capacity_step_time", "sweep_level_time",
@@ -66,6 +66,24 @@ def parse_steps(text: str) -> list[tuple[int, float]]:
             raise OptionError(f"--steps {text!r}: users >= 0 and durations > 0")
         steps.append(step)
     return steps
+
+
+def warmup_problem(warmup_s: float, slo_warmup_s: float, slo_source: str, run_time_s: float | None) -> str | None:
+    """What is wrong with a warm-up (``--warmup``, or the SLO file's ``warmup_s``: the longer counts) as long as
+    the run (``-t``) or longer, in one line naming both durations; ``None`` when it is shorter, or the run
+    has no set length (the web UI, a load shape). Such a run would judge no request: it is refused before
+    any traffic, not ended on "run failed" after it."""
+    if not run_time_s or max(warmup_s, slo_warmup_s) < run_time_s:
+        return None
+    if slo_warmup_s > warmup_s:
+        which = f"warmup_s {slo_warmup_s:g} s in the SLO file {slo_source}"
+    else:
+        which = f"--warmup {warmup_s:g} s"
+    as_long = "as long as" if max(warmup_s, slo_warmup_s) == run_time_s else "longer than"
+    return (
+        f"the warm-up ({which}) is {as_long} the run (-t {run_time_s:g} s): no request would be judged; "
+        "run longer or shorten the warm-up"
+    )
 
 
 def recorded_options(options: dict[str, Any]) -> dict[str, Any]:
