@@ -163,6 +163,12 @@ def _parser(add_help: bool) -> _Parser:
         "('required' or a named function: always one; 'none': never)",
     )
     p.add_argument(
+        "--no-tool-calls",
+        action="store_true",
+        help="refuse tool calls as a vLLM started without --enable-auto-tool-choice --tool-call-parser does: HTTP 400 "
+        "for tools with tool_choice 'auto' (or none given), 'required' or a named function",
+    )
+    p.add_argument(
         "--natural-output-tokens",
         type=_whole("--natural-output-tokens"),
         default=d.natural_output_tokens,
@@ -238,6 +244,7 @@ def config_from_args(args: argparse.Namespace) -> EmulatorConfig:
         block_size=args.block_size,
         prefix_cache_blocks=args.prefix_cache_blocks,
         tool_call_share=args.tool_call_share,
+        tool_calls=not args.no_tool_calls,
         natural_output_tokens=args.natural_output_tokens,
         empty_chunk_share=args.empty_chunk_share,
         reasoning_format=args.reasoning_format,

@@ -42,6 +42,9 @@ class EmulatorConfig:
     prefix_cache_blocks: int = 8192
     #: share of chat requests with ``tools`` and ``tool_choice`` "auto" (or none given) answered with a tool call
     tool_call_share: float = 0.8
+    #: calls tools, as vLLM with ``--enable-auto-tool-choice --tool-call-parser``; False: a stock ``vllm serve``,
+    #: which refuses every ``tool_choice`` but "none" with HTTP 400 (``--no-tool-calls``)
+    tool_calls: bool = True
     natural_output_tokens: int = 200
     empty_chunk_share: float = 0.0
     reasoning_share: float = 0.3

@@ -127,6 +127,7 @@ class EmulatorServer:
                     "block_size": self.config.block_size,
                     "prefix_cache_blocks": self.config.prefix_cache_blocks,
                     "tool_call_share": self.config.tool_call_share,
+                    "tool_calls": self.config.tool_calls,
                     "seed": self.seed,
                     "wrong": self.config.wrong,
                     "wrong_rise": self.config.wrong_rise,
@@ -148,7 +149,7 @@ class EmulatorServer:
                 writer, 400, {"error": {"message": f"invalid JSON body: {exc}", "type": "BadRequestError", "code": 400}}
             )
         try:
-            tool_choice, functions = tool_mode(body) if chat else ("none", [])
+            tool_choice, functions = tool_mode(body, self.config.tool_calls) if chat else ("none", [])
         except ToolRequestError as exc:
             return await send_json(writer, 400, exc.body())
         fault = self._pick_fault(req.headers.get("x-emulator-fault"))

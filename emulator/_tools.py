@@ -28,9 +28,10 @@ _MAX_DEPTH = 3
 
 
 class ToolRequestError(ValueError):
-    """A request's ``tools``/``tool_choice`` vLLM refuses with HTTP 400; ``param`` is the field at fault."""
+    """A request's ``tools``/``tool_choice`` vLLM refuses with HTTP 400; ``param`` is the field at fault
+    (``None``: the server's set-up, not a field, as for tool calls without a tool-call parser)."""
 
-    def __init__(self, message: str, param: str) -> None:
+    def __init__(self, message: str, param: str | None = None) -> None:
         super().__init__(message)
         self.param = param
 
@@ -38,7 +39,7 @@ class ToolRequestError(ValueError):
         """vLLM's error body for it."""
         return {
             "error": {
-                "message": f"{self} (parameter={self.param})",
+                "message": f"{self} (parameter={self.param})" if self.param else str(self),
                 "type": "BadRequestError",
                 "param": self.param,
                 "code": 400,
@@ -95,12 +96,23 @@ def _functions(tools: Any) -> list[dict[str, Any]]:
     return functions
 
 
-def tool_mode(body: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+def tool_mode(body: dict[str, Any], parser: bool = True) -> tuple[str, list[dict[str, Any]]]:
     """What the request asks of tools: ``("none" | "auto" | "required" | "named:NAME", functions)``.
 
     As vLLM: ``tools`` given without ``tool_choice`` means "auto"; ``tool_choice`` without ``tools``, an
-    unknown value or a named function not in ``tools`` raise :class:`ToolRequestError` (HTTP 400).
+    unknown value or a named function not in ``tools`` raise :class:`ToolRequestError` (HTTP 400). Without a
+    tool-call ``parser`` (a stock ``vllm serve``) any choice but "none" is refused with vLLM 0.32's message.
     """
+    mode, functions = _tool_mode(body)
+    if parser or mode == "none":
+        return mode, functions
+    if mode == "auto":
+        raise ToolRequestError('"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set')
+    what = f'function "{mode[len("named:") :]}"' if mode.startswith("named:") else f'"{mode}"'
+    raise ToolRequestError(f"tool_choice={what} requires --tool-call-parser to be set")
+
+
+def _tool_mode(body: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     tools = body.get("tools")
     choice = body.get("tool_choice")
     if tools is None:

@@ -26,5 +26,5 @@ def tool_calling_problem(client: LlmClient, model: str, tools: list[dict[str, An
         return None  # calls tools (or fails for another reason, which the run's own requests will say)
     return (
         f"the server refuses tool calls ({detail[:200]}); agent sessions need vLLM started with "
-        "--enable-auto-tool-choice --tool-call-parser NAME — or leave them out with --weights agent=0"
+        "--enable-auto-tool-choice --tool-call-parser NAME"
     )

@@ -8,7 +8,7 @@
 
 from .base import Option, Session, TrafficModel, WorkloadSettings
 from .models import MODELS
-from .settings import WorkloadFileError, default_settings, settings_from_options
+from .settings import WorkloadFileError, default_settings, named_workloads, settings_from_options
 
 __all__ = [
     "MODELS",
@@ -18,5 +18,6 @@ __all__ = [
     "WorkloadFileError",
     "WorkloadSettings",
     "default_settings",
+    "named_workloads",
     "settings_from_options",
 ]

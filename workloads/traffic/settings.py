@@ -35,7 +35,7 @@ from .lengths import LengthDist
 from .models import MODELS
 from .user_checks import load_user_check, user_check_search_path
 
-__all__ = ["WorkloadFileError", "apply_workload_file", "default_settings", "settings_from_options"]
+__all__ = ["WorkloadFileError", "apply_workload_file", "default_settings", "named_workloads", "settings_from_options"]
 
 
 _YAML = "a workload file is YAML"
@@ -125,6 +125,35 @@ def settings_from_options(opts: Any) -> dict[str, WorkloadSettings]:
         locustfiles = [Path(f) for f in str(getattr(opts, "locustfile", "") or "").split(",") if f.strip()]
         settings = apply_workload_file(Path(path), settings, locustfiles)
     return settings
+
+
+def named_workloads(opts: Any) -> dict[str, str]:
+    """The workloads the run's options ask for by name, each with where: ``--weights`` /
+    ``$TOKENSTORM_WEIGHTS`` with a weight above 0, the workload file's ``workloads:``, or one of the workload's
+    own options (``--agent-steps``). A workload asked for by name is never left out quietly."""
+    named: dict[str, str] = {}
+    for workload, model in MODELS.items():
+        for option in model.options:
+            if getattr(opts, option.dest(workload), None) not in (None, "", 0):
+                named.setdefault(workload, f"--{option.dest(workload).replace('_', '-')}")
+    weights, where = getattr(opts, "weights", "") or "", "--weights"
+    if not weights:
+        weights, where = os.environ.get("TOKENSTORM_WEIGHTS", ""), "$TOKENSTORM_WEIGHTS"
+    for item in str(weights or "").split(","):
+        name, _, w = (part.strip() for part in item.partition("="))
+        if name in MODELS and w.isdigit() and int(w) > 0:
+            named[name] = f"{where} {name}={w}"
+    path = getattr(opts, "workload_file", "") or ""
+    if path:
+        try:
+            doc = yaml.safe_load(read_text_file(Path(path), WorkloadFileError, "workload file", _YAML))
+        except (yaml.YAMLError, WorkloadFileError):
+            doc = None  # settings_from_options says what is wrong with it
+        workloads = doc.get("workloads") if isinstance(doc, dict) else None
+        for name, conf in workloads.items() if isinstance(workloads, dict) else ():
+            if name in MODELS and not (isinstance(conf, dict) and conf.get("weight") == 0):
+                named[str(name)] = f"the workload file {path}"
+    return named
 
 
 def apply_workload_file(path: Path, settings: dict[str, WorkloadSettings],

@@ -42,6 +42,5 @@ def test_a_server_that_refuses_tools_is_named_with_the_flags_and_one_that_answer
         answering.close()
     assert why is not None and "\n" not in why
     assert "refuses tool calls" in why and "--enable-auto-tool-choice --tool-call-parser NAME" in why
-    assert "--weights agent=0" in why
     sent = json.loads(refusing.requests[0].partition(b"\r\n\r\n")[2])
     assert sent["tools"] == TOOLS and sent["tool_choice"] == "auto" and sent["max_tokens"] == 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,15 +15,15 @@ from locust.env import Environment
 from ...client import LlmClient, TargetError
 from ...client.probes import tool_calling_problem
 from ...rundir import EXIT_RUN_FAILED
-from ...traffic import WorkloadFileError, settings_from_options
+from ...traffic import WorkloadFileError, named_workloads, settings_from_options
 from ...traffic.tokens import TokenCounter
 from ..users.workload import resolve_model, run_targets
 from . import locust_compat
-from .context import RunContext
+from .context import LEFT_OUT_OPTION, RunContext
 from .options import OptionError
 
-__all__ = ["check_run_root", "load_slo_spec_or_exit", "load_workloads", "load_workloads_or_exit", "preflight",
-           "say_worker_port"]  # fmt: skip
+__all__ = ["agent_left_out_line", "check_run_root", "load_slo_spec_or_exit", "load_workloads", "load_workloads_or_exit",
+           "preflight", "say_worker_port"]  # fmt: skip
 
 log = logging.getLogger("tokenstorm")
 
@@ -74,12 +75,16 @@ def load_slo_spec_or_exit(environment: Environment, ctx: RunContext) -> None:
 
 
 def load_workloads(environment: Environment, ctx: RunContext) -> None:
+    """The run's workload settings (options, weights, the workload file) on its user classes, datasets loaded."""
     opts = environment.parsed_options
     settings = settings_from_options(opts)
     ctx.token_counter = TokenCounter(getattr(opts, "tokenizer", "") or None)
     ctx.seed = ctx.options.seed
     ctx.workload_settings = settings
     ctx.reset_builders()
+    if ctx.is_worker:  # what the master left out (a server that cannot serve it): no traffic here either
+        left = {n for n in str(getattr(opts, LEFT_OUT_OPTION, "") or "").split(",") if n in settings}
+        settings.update({n: replace(settings[n], weight=0) for n in left})
     used = {str(getattr(u, "workload", "")) for u in environment.user_classes} & set(settings)
     if any(getattr(u, "open_loop", False) for u in environment.user_classes):
         used = set(settings)  # open-loop arrivals are drawn from every workload by weight
@@ -107,15 +112,22 @@ def load_workloads_or_exit(environment: Environment, ctx: RunContext) -> None:
 
 def preflight(environment: Environment, ctx: RunContext) -> str | None:
     """Every target answers /v1/models (and the model to ask for is known) before any traffic, and calls
-    tools when the run has agent sessions."""
+    tools when the run has agent sessions: when one does not, agent sessions are left out of a mix that did
+    not ask for them by name (said in one line, and in run.json), and the run fails when it did."""
     agent = _agent_probe(environment, ctx)
+    ctx.left_out = {}
+    setattr(environment.parsed_options, LEFT_OUT_OPTION, "")  # what the workers leave out: nothing yet
     for label, url in run_targets(environment, environment.host):
         try:
             client = LlmClient(url, authorization=ctx.authorization_for(url), secrets=ctx.secrets())
             try:
                 model = resolve_model(environment, client)
                 if agent is not None and (why := tool_calling_problem(client, model, *agent)):
-                    return f"target {label}: {why}" if label else why
+                    asked = _agent_asked_for(environment, ctx)
+                    if asked is not None:
+                        return f"target {label}: {why}{asked}" if label else f"{why}{asked}"
+                    _leave_out(environment, ctx, "agent", agent_left_out_line(label))
+                    agent = None  # the other targets need not call tools either
                 if not client.models_owned_by:
                     client.list_models()
                 if "tokenstorm" in client.models_owned_by.values() and not ctx.simulated:
@@ -126,6 +138,52 @@ def preflight(environment: Environment, ctx: RunContext) -> str | None:
         except TargetError as exc:
             return f"target {label}: {exc}" if label else str(exc)
     return None
+
+
+def agent_left_out_line(label: str = "") -> str:
+    """The one line a run says when it leaves agent sessions out because a server does not call tools."""
+    server = f"target {label} does not call tools" if label else "the server does not call tools"
+    return (f"agent sessions left out: {server} (start vLLM with --enable-auto-tool-choice --tool-call-parser "
+            "NAME — hermes for Qwen, llama3_json for Llama 3 — to include them; --weights agent=1 makes this an "
+            "error instead)")  # fmt: skip
+
+
+def _agent_asked_for(environment: Environment, ctx: RunContext) -> str | None:
+    """How this run asks for agent sessions by name, as the end of the line refusing it (``None``: it does not,
+    and they may be left out): ``--weights``, the workload file, an ``--agent-*`` option, the SLO file, agent
+    users chosen (agent.py, user classes named, the class picker) rather than the whole mix — or nothing else
+    would be sent without them."""
+    opts = environment.parsed_options
+    open_loop = any(getattr(u, "open_loop", False) for u in environment.user_classes)
+    chosen = {str(getattr(u, "workload", "")) for u in environment.user_classes} & set(ctx.workload_settings)
+    others = (set(ctx.workload_settings) if open_loop else chosen) - {"agent"}
+    tip = " — or leave them out with --weights agent=0"
+    if not any(ctx.workload_settings[name].weight > 0 for name in others):
+        return ""  # agent users alone (agent.py): nothing to leave them out of
+    if where := named_workloads(opts).get("agent"):
+        return f" (asked for by {where}){tip}"
+    if ctx.slo_spec is not None and "agent" in ctx.slo_spec.workloads_named():
+        return f" (the SLO file {ctx.slo_spec.source} judges them){tip}"
+    if not open_loop and chosen != set(ctx.workload_settings):
+        return f" (agent users chosen: {', '.join(sorted(chosen))}){tip}"
+    return None
+
+
+def _leave_out(environment: Environment, ctx: RunContext, workload: str, why: str) -> None:
+    """Send no ``workload`` traffic in this run: its weight 0 here and on every worker (their options say so),
+    ``why`` said once and kept for run.json."""
+    _zero_weights(environment, ctx, {workload})
+    ctx.left_out[workload] = why
+    setattr(environment.parsed_options, LEFT_OUT_OPTION, ",".join(sorted(ctx.left_out)))
+    log.warning("tokenstorm: %s", why)
+
+
+def _zero_weights(environment: Environment, ctx: RunContext, workloads: set[str]) -> None:
+    for name in workloads & set(ctx.workload_settings):
+        ctx.workload_settings[name] = replace(ctx.workload_settings[name], weight=0)
+    for user_class in environment.user_classes:
+        if getattr(user_class, "workload", None) in workloads:
+            user_class.weight = 0
 
 
 def _agent_probe(environment: Environment, ctx: RunContext) -> tuple[list[dict[str, Any]], Any] | None:

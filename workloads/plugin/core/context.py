@@ -43,10 +43,13 @@ from .targets import resolve_targets, scrub_targets
 if TYPE_CHECKING:
     from ...rundir.writer import SegmentWriter
 
-__all__ = ["RunContext", "TokenRate", "context", "current_options", "new_run_dir", "versions"]
+__all__ = ["LEFT_OUT_OPTION", "RunContext", "TokenRate", "context", "current_options", "new_run_dir", "versions"]
 
 #: Option names whose values are never written anywhere.
 SECRET_OPTIONS = frozenset({"api_key"})
+#: the workloads the master left out of the run (comma-separated; "": none), in the options every spawn message
+#: carries to the workers; run.json says them, with why, as ``left_out``, not among the options
+LEFT_OUT_OPTION = "tokenstorm_left_out"
 
 log = logging.getLogger("tokenstorm")
 
@@ -136,6 +139,8 @@ class RunContext:
     #: monitor saw (gpus.json, read at the end): run.json's ``deployment`` and ``gpus``
     deployment: dict[str, dict[str, Any]] = field(default_factory=dict)
     gpus: list[dict[str, Any]] = field(default_factory=list)
+    #: workloads left out of this run's mix, and the one line saying why (run.json's ``left_out``)
+    left_out: dict[str, str] = field(default_factory=dict)
 
     @property
     def cpu_by_worker(self) -> dict[str, float]:
@@ -342,7 +347,7 @@ class RunContext:
             options={
                 k: _jsonable(v)
                 for k, v in recorded_options(options).items()  # durations in seconds
-                if k not in SECRET_OPTIONS
+                if k not in SECRET_OPTIONS and k != LEFT_OUT_OPTION
             },
             workers_seen=sorted(self.workers_seen),
             requests_by_workload=dict(self.requests_by_workload),
@@ -355,6 +360,7 @@ class RunContext:
             targets=[{"label": label, "url": url} for label, url in self.options.targets],
             deployment=self.deployment,
             gpus=self.gpus,
+            left_out=dict(self.left_out),
             **more,
         )
         write_run_meta(self.run_dir, meta)
