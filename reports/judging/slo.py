@@ -16,7 +16,7 @@
         quality: {min: 99%}         # checked answers that passed every check; one check: quality_<check>
       run:
         output_tokens_per_s_per_gpu: {min: 45}
-        gpu_memory_gb: {max: 58}
+        gpu_memory_gb: {max: 58}    # from GPU samples (--gpu-monitor); a run without: not judged, and said so
         consistency_changed: {max: 0%}  # probe answers that changed under load (probes.jsonl)
 
 Latency statistics: p50, p90, p95, p99, p99.9 (or any pNN[.N]), mean, max — computed with
@@ -44,7 +44,8 @@ from reports.judging.agent import sessions
 from reports.judging.quality import CONSISTENCY_METRIC, is_quality_metric
 from workloads.rundir import ItlHistogram
 
-__all__ = ["DEFAULT_SLO_TEXT", "SloResult", "SloSpec", "SloSpecError", "SloTarget", "evaluate", "load_slo_spec"]
+__all__ = ["DEFAULT_SLO_TEXT", "GPU_SAMPLED_METRICS", "NOT_JUDGED_NO_GPU", "SloResult", "SloSpec", "SloSpecError",
+           "SloTarget", "evaluate", "load_slo_spec"]  # fmt: skip
 
 LATENCY_METRICS = {
     "ttft_ms": "ttft_s",
@@ -56,6 +57,10 @@ LATENCY_METRICS = {
 #: latencies of a whole session (many requests): judged on the run, never on a slice of it
 SESSION_METRICS = {"session_ms"}
 RATE_METRICS = {"output_tokens_per_s_per_gpu", "output_tokens_per_s", "requests_per_s", "goodput_requests_per_s"}
+#: measured from GPU samples (--gpu-monitor) alone: not judged in a run that sampled no GPU
+GPU_SAMPLED_METRICS = frozenset({"gpu_memory_gb"})
+#: what the note of a GPU SLO says in a run without GPU samples
+NOT_JUDGED_NO_GPU = "not judged: no GPU sampled (--gpu-monitor samples one)"
 _MAX_ONLY = ("error_rate", "gpu_memory_gb", CONSISTENCY_METRIC)
 _QUALITY = "quality, quality_<check> (a check's name)"
 _PCT = re.compile(r"^p(\d{1,2}(\.\d+)?)$")
@@ -120,6 +125,8 @@ class SloResult:
     note: str = ""
     margin_pct: float | None = field(default=None)
     target: str = ""  # the A/B target judged (--targets); empty in a one-target run
+    #: False: not judged (a GPU SLO on a run that sampled no GPU): ``passed`` then holds, ``note`` says why
+    judged: bool = True
 
     def as_dict(self) -> dict[str, Any]:
         """For JSON."""
@@ -328,11 +335,12 @@ def evaluate(run: RunData, spec: SloSpec, within: np.ndarray | None = None, targ
             scope_mask &= (df["workload"] == t.scope).to_numpy()
         measured: float | None
         note = ""
+        if t.metric in GPU_SAMPLED_METRICS and run.gpu.empty:  # not judged (said so), never failed for no sample
+            results.append(SloResult(t.scope, t.metric, t.stat, t.op, t.threshold, None, True, NOT_JUDGED_NO_GPU,
+                                     None, target, judged=False))  # fmt: skip
+            continue
         if t.metric == "gpu_memory_gb":
-            if run.gpu.empty:
-                measured, note = None, "no GPU samples in this run (use --gpu-monitor)"
-            else:
-                measured = float(run.gpu["mem_used_mib"].max()) * 2**20 / 1e9
+            measured = float(run.gpu["mem_used_mib"].max()) * 2**20 / 1e9
         elif t.metric == CONSISTENCY_METRIC:
             measured, note = _quality.measure_consistency(run, target)
         elif not scope_mask.any():

@@ -291,15 +291,17 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
         verdict = "run_failed"
         reason = f"{overall['error_rate']:.0%} of requests failed (the run fails above {run_failed_error_rate:.0%})"
     elif all(r.passed for r in results):
-        verdict, reason = "passed", f"all {len(results)} SLOs held"
+        judged = sum(r.judged for r in results)
+        verdict, reason = "passed", (f"all {judged} SLOs held" if judged else "no SLO judged") + _not_judged(results)
     else:
         broken = [r for r in results if not r.passed]
         verdict = "failed"
-        reason = f"{len(broken)} of {len(results)} SLOs failed: " + "; ".join(
+        reason = f"{len(broken)} of {sum(r.judged for r in results)} SLOs failed: " + "; ".join(
             f"{r.target + ' ' if r.target else ''}{r.scope} {r.metric} {r.stat} {_fmt(r.measured)} vs {r.op} "
             f"{r.threshold:g}"
             for r in broken[:5]
         )
+        reason += _not_judged(results)
     if verdict in ("failed", "run_failed"):
         reason += _why_tools_refused(df)
     incomplete = incompleteness(run, live)
@@ -320,6 +322,14 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
     quality, consistency = quality_summary(run, mask, labels), consistency_block(run)
     return RunSummary(verdict, reason, results, overall, per_workload, errors, samples, gpus, incomplete, ab,
                       fidelity=fidelity, quality=quality, consistency=consistency)  # fmt: skip
+
+
+def _not_judged(results: list[SloResult]) -> str:
+    """``"; not judged: no GPU sampled (run gpu_memory_gb max <= 58)"`` for the SLOs a run could not judge
+    (empty: it judged them all); an A/B run's are named once, not per target."""
+    names = list(dict.fromkeys(f"{r.scope} {r.metric} {r.stat} {r.op} {r.threshold:g}" for r in results
+                               if not r.judged))  # fmt: skip
+    return f"; not judged: no GPU sampled ({', '.join(names)})" if names else ""
 
 
 #: what a refusal of every request most likely means, by HTTP status

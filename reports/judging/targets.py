@@ -88,7 +88,7 @@ def compare_targets(run: RunData, blocks: dict[str, dict[str, Any]], results: li
     per_target: dict[str, Any] = {}
     for label, block in blocks.items():
         broken = [r for r in results if r.target == label and not r.passed]
-        judged = [r for r in results if r.target == label]
+        judged = [r for r in results if r.target == label and r.judged]  # a GPU SLO with no GPU sampled: not
         per_target[label] = {
             "url": urls.get(label),
             "verdict": "failed" if broken else "passed",
