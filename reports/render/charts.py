@@ -31,6 +31,7 @@ __all__ = [
     "Series",
     "page_json",
     "script_assets",
+    "series",
     "thinned",
 ]
 

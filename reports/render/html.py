@@ -1,5 +1,6 @@
 """The self-contained HTML report (jinja2 with autoescape): the over-time and distribution charts are
-interactive (uPlot and their data inlined: the page opens offline), the sections' figures inlined as PNG."""
+interactive, as are the agent and quality sections' (uPlot and their data inlined: the page opens offline);
+the other figures are inlined as PNG."""
 
 from __future__ import annotations
 
@@ -94,6 +95,9 @@ def render_report(run: RunData, spec: SloSpec, summary: RunSummary) -> str:
         for wid, info in meta.workers_lost.items()
     ]
     rows = headline_rows(summary)
+    agent = agent_view(run, summary, mask, t0)
+    quality = quality_view(run, spec, summary, mask, t0)
+    sections = (agent.over_time if agent else []) + (quality.over_time if quality else [])
     return _ENV.get_template("report.html.j2").render(
         title=report_title(meta, run.path.name),
         simulated=bool(meta.simulated),
@@ -121,7 +125,7 @@ def render_report(run: RunData, spec: SloSpec, summary: RunSummary) -> str:
         has_server=not run.server.empty,
         over_time=over_time,
         distributions=distributions,
-        chart_json=page_json(over_time + distributions),
+        chart_json=page_json(over_time + distributions + sections),
         **script_assets(),
         metadata=metadata,
         gaps=gaps,
@@ -132,9 +136,9 @@ def render_report(run: RunData, spec: SloSpec, summary: RunSummary) -> str:
         timing_violations=timing_violations(run),
         sweep=sweep_view(run, spec),
         compared=_compared_rows(summary),
-        agent=agent_view(run, summary, mask, t0),
+        agent=agent,
         cache_rows=cache_rows(summary),
-        quality=quality_view(run, spec, summary, mask, t0),
+        quality=quality,
         num=_num,
         pct=_pct,
         count=_count,

@@ -28,9 +28,10 @@ from reports.render.plots import (
 )
 from workloads.rundir import LoadSample
 
-__all__ = ["LATENCY_QUANTILES", "timeseries_charts"]
+__all__ = ["LATENCY_QUANTILES", "TIME_LABEL", "cache_charts", "timeseries_charts"]
 
 LATENCY_QUANTILES = (50, 95)
+TIME_LABEL = "time since the run started (s)"
 _CLOCK_WORDS = {
     "runq_wait_ms_per_s": "run-queue wait (ms/s)",
     "throttled_ms_per_s": "throttled (ms/s)",
@@ -185,17 +186,33 @@ def _server_charts(run: RunData, t0: float) -> list[Chart]:
     return charts
 
 
-def _cache_charts(run: RunData, t0: float, edges: np.ndarray, rows: np.ndarray) -> list[Chart]:
+def cache_charts(
+    run: RunData, t0: float, edges: np.ndarray, rows: np.ndarray, preemptions: bool = True, prefix: str = ""
+) -> list[Chart]:
+    """The prefix-cache hit rate per time bin (``edges``) from the records ``rows`` and from /metrics, and
+    vLLM's preemptions per second (``preemptions``); none for a source the run does not have. ``prefix``
+    keeps the ids apart where a section draws its own (the agent section's)."""
     mids = (edges[:-1] + edges[1:]) / 2
     records, rates, pre = cache_series(run, t0, edges, rows)
     charts = []
     if records or rates:
         lines = [series(f"records{s}", mids, r * 100) for s, r in records.items()]
         lines += [series(f"vLLM /metrics{' ' + k if k else ''}", mids, r * 100, dash=True) for k, r in rates.items()]
-        charts.append(Chart("prefix-cache", CACHE_PANEL_TITLE, "", "hit rate (% of prompt tokens)", lines, y_max=102))
-    if pre:
+        charts.append(
+            Chart(
+                f"{prefix}prefix-cache",
+                CACHE_PANEL_TITLE,
+                TIME_LABEL,
+                "hit rate (% of prompt tokens)",
+                lines,
+                y_max=102,
+            )
+        )
+    if pre and preemptions:
         lines = [series(f"preemptions{' ' + k if k else ''}", mids, p) for k, p in pre.items()]
-        charts.append(Chart("preemptions", "vLLM preemptions per second", "", "preemptions per second", lines))
+        charts.append(
+            Chart(f"{prefix}preemptions", "vLLM preemptions per second", TIME_LABEL, "preemptions per second", lines)
+        )
     return charts
 
 
@@ -208,12 +225,10 @@ def timeseries_charts(run: RunData, t0: float, mask: np.ndarray, warmup_s: float
     ok = shown & df["ok"].fillna(False).astype(bool).to_numpy()
     edges = time_bins(run, t0, ok)
     charts = _load_charts(run.load, t0) + _request_charts(run, t0, shown, edges)
-    charts += _gpu_charts(run, t0) + _server_charts(run, t0) + _cache_charts(run, t0, edges, ok)
+    charts += _gpu_charts(run, t0) + _server_charts(run, t0) + cache_charts(run, t0, edges, ok)
     bands = [Band(0.0, warm_end, WARMUP_LABEL)] if warm_end > 0 else []
     gaps = pd.concat([run.gpu_gaps, run.server_gaps]) if not (run.gpu_gaps.empty and run.server_gaps.empty) else None
     marks = [Mark(float(g) - t0, "monitor gap") for g in gaps["epoch_s"]] if gaps is not None else []
     return [
-        Chart(c.id, c.title, "time since the run started (s)", c.y_label, c.series, "time", c.y_max, bands, marks)
-        for c in charts
-        if c.series
+        Chart(c.id, c.title, TIME_LABEL, c.y_label, c.series, "time", c.y_max, bands, marks) for c in charts if c.series
     ]

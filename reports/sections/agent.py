@@ -1,10 +1,10 @@
 """The report's agent and prefix-cache sections as data: table rows (``summary.json``'s figures as they are)
-and their figures — steps per session, session latency and waiting on the model, tool-call timing, and TTFT
-beside the prefix-cache hit rate over time. The definitions are :mod:`._agent`'s and :mod:`._cache`'s."""
+and their figures — steps per session, session latency and waiting on the model, tool-call timing (PNG), and
+TTFT beside the prefix-cache hit rate over time (interactive charts). The definitions are :mod:`._agent`'s and
+:mod:`._cache`'s."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
@@ -22,15 +22,9 @@ from reports.judging.agent import (
 )
 from reports.judging.summary import RunSummary
 from reports.judging.targets import target_labels, target_mask
-from reports.render.plots import (
-    _STYLE,
-    MIN_FONT_PT,
-    cache_panels,
-    figure_png,
-    new_figure,
-    time_bins,
-    time_panels_png,
-)
+from reports.render.charts import Chart, series
+from reports.render.plots import _STYLE, MIN_FONT_PT, binned_percentiles, figure_png, new_figure, time_bins
+from reports.render.timeseries import TIME_LABEL, cache_charts
 from reports.sections.headline import HeadlineRow, headline_rows
 
 __all__ = ["AgentView", "agent_view", "cache_rows"]
@@ -43,7 +37,7 @@ class AgentView:
     session_rows: list[HeadlineRow]
     tool_rows: list[HeadlineRow]
     png: str  # steps per session, session latency and waiting CDFs, tool-call timing CDFs
-    over_time_png: str  # TTFT of the session steps beside the prefix-cache hit rate
+    over_time: list[Chart]  # TTFT of the session steps beside the prefix-cache hit rate
 
 
 def cache_rows(summary: RunSummary) -> list[HeadlineRow]:
@@ -63,7 +57,7 @@ def agent_view(run: RunData, summary: RunSummary, mask: np.ndarray, t0: float) -
     rows = headline_rows(summary)
     session_rows = [r for r in rows if r.block.get("sessions")]
     tool_rows = [r for r in rows if r.block.get("tool_call_requests")]
-    return AgentView(session_rows, tool_rows, _distributions_png(run, mask), _over_time_png(run, mask, t0))
+    return AgentView(session_rows, tool_rows, _distributions_png(run, mask), _over_time(run, mask, t0))
 
 
 def _groups(run: RunData, mask: np.ndarray) -> list[tuple[str, np.ndarray, np.ndarray]]:
@@ -130,8 +124,8 @@ def _distributions_png(run: RunData, mask: np.ndarray) -> str:
     return figure_png(fig)
 
 
-def _over_time_png(run: RunData, mask: np.ndarray, t0: float) -> str:
-    """TTFT p50/p95 of the agent requests per time bin, and under it the prefix-cache hit rate."""
+def _over_time(run: RunData, mask: np.ndarray, t0: float) -> list[Chart]:
+    """TTFT p50/p95 of the agent requests per time bin (by start), and beside it the prefix-cache hit rate."""
     df = run.requests
     ok = mask & df["ok"].fillna(False).astype(bool).to_numpy()
     groups = [(label, judged & ok) for label, judged, _ in _groups(run, mask)]
@@ -141,22 +135,11 @@ def _over_time_png(run: RunData, mask: np.ndarray, t0: float) -> str:
     edges = time_bins(run, t0, shown if shown.any() else ok)
     mids = (edges[:-1] + edges[1:]) / 2
     start = df["start_epoch_s"].to_numpy(dtype=float)
-
-    def ttft(ax: Axes) -> None:
-        for label, sel in groups:
-            at = start[sel] - t0
-            values = selected(df, "ttft_s", sel) * 1000
-            idx = np.clip(np.digitize(at, edges) - 1, 0, len(mids) - 1)
-            for q, style in ((50, "-"), (95, "--")):
-                y = np.full(len(mids), np.nan)
-                for b in np.unique(idx):
-                    v = dropped_nan(values[idx == b])
-                    if v.size:
-                        y[b] = np.percentile(v, q)
-                ax.plot(mids, y, style, marker=".", label=f"{label} TTFT p{q}")
-        ax.set_ylabel("TTFT (ms)")
-        ax.set_ylim(bottom=0)
-
-    panels: list[tuple[str, Callable[[Axes], None]]] = [("TTFT of the session steps, p50 and p95 (dashed)", ttft)]
-    panels += cache_panels(run, t0, edges, shown, preemptions=False)
-    return time_panels_png(panels)
+    lines = []
+    for label, sel in groups:
+        idx = np.clip(np.digitize(start[sel] - t0, edges) - 1, 0, len(mids) - 1)
+        values = selected(df, "ttft_s", sel) * 1000
+        for q, y in binned_percentiles(idx, values, len(mids), (50, 95)).items():
+            lines.append(series(f"{label} TTFT p{q:g}", mids, y, dash=q == 95))
+    ttft = Chart("agent-ttft", "TTFT of the session steps, p50 and p95 (dashed)", TIME_LABEL, "TTFT (ms)", lines)
+    return [ttft, *cache_charts(run, t0, edges, shown, preemptions=False, prefix="agent-")]

@@ -6,7 +6,6 @@ of the failed answers. The figures are :mod:`._quality`'s; every text here is sh
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,9 @@ from reports.data.rundir import RunData
 from reports.judging.quality import check_names, check_status, is_quality_metric
 from reports.judging.slo import SloSpec
 from reports.judging.summary import RunSummary
-from reports.render.plots import _STYLE, figure_png, new_figure, side_legend, time_bins, time_panels_png
+from reports.render.charts import Chart, Series, series
+from reports.render.plots import _STYLE, figure_png, new_figure, side_legend, time_bins
+from reports.render.timeseries import TIME_LABEL
 from workloads.rundir import iter_batches, read_capacity, read_load, read_sweep
 
 log = logging.getLogger("tokenstorm")
@@ -56,7 +57,7 @@ class QualityView:
     lines: list[QualityLine]
     rows: list[dict[str, Any]]  # scope, check ("" = every check), checked, failed, pass_rate
     needle: list[dict[str, Any]]
-    over_time_png: str
+    over_time: list[Chart]  # pass rate per time bin: per workload, per check
     load_png: str | None
     load_axis: str  # what the load figure's levels are ("" when none)
     consistency: dict[str, Any] | None
@@ -124,7 +125,7 @@ def _rate_axes(ax: Axes, xlabel: str | None = None) -> None:
         ax.set_xlabel(xlabel)
 
 
-def _over_time_png(run: RunData, mask: np.ndarray, t0: float) -> str:
+def _over_time(run: RunData, mask: np.ndarray, t0: float) -> list[Chart]:
     """Pass rate per time bin (by request start): per workload, then per check (every workload's answers)."""
     df = run.requests
     overall = check_status(df)
@@ -133,27 +134,20 @@ def _over_time_png(run: RunData, mask: np.ndarray, t0: float) -> str:
     mids = (edges[:-1] + edges[1:]) / 2
     start = df["start_epoch_s"].to_numpy(dtype=float) - t0
     bins = np.clip(np.digitize(start, edges) - 1, 0, len(mids) - 1)
-    workloads = workloads_in(df, shown)
 
-    def line(ax: Axes, label: str, status: np.ndarray, rows: np.ndarray) -> None:
+    def line(label: str, status: np.ndarray, rows: np.ndarray) -> Series:
         sel = rows & mask & (status >= 0)
-        ax.plot(mids, _percent(status[sel], bins[sel], len(mids)), "-", marker=".", label=label)
+        return series(label, mids, _percent(status[sel], bins[sel], len(mids)))
 
-    def by_workload(ax: Axes) -> None:
-        for w in workloads:
-            line(ax, w, overall, np.asarray(df["workload"] == w, dtype=bool))
-        _rate_axes(ax)
-
-    def by_check(ax: Axes) -> None:
-        for name in check_names(df, shown):
-            line(ax, name, check_status(df, name), np.ones(len(df), dtype=bool))
-        _rate_axes(ax)
-
-    panels: list[tuple[str, Callable[[Axes], None]]] = [
-        ("Answers that passed every check, per workload (judged requests, by start)", by_workload),
-        ("Pass rate per check (every workload's answers it applied to)", by_check),
+    by_workload = [line(w, overall, np.asarray(df["workload"] == w, dtype=bool)) for w in workloads_in(df, shown)]
+    everywhere = np.ones(len(df), dtype=bool)
+    by_check = [line(name, check_status(df, name), everywhere) for name in check_names(df, shown)]
+    workloads_title = "Answers that passed every check, per workload (judged requests, by start)"
+    checks_title = "Pass rate per check (every workload's answers it applied to)"
+    return [
+        Chart("quality-workloads", workloads_title, TIME_LABEL, "answers passed (%)", by_workload, y_max=102),
+        Chart("quality-checks", checks_title, TIME_LABEL, "answers passed (%)", by_check, y_max=102),
     ]
-    return time_panels_png(panels)
 
 
 def _load_levels(run: RunData, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, str] | None:
@@ -254,11 +248,11 @@ def quality_view(run: RunData, spec: SloSpec, summary: RunSummary, mask: np.ndar
     consistency = summary.consistency
     pairs = sorted((consistency or {}).get("pairs") or [], key=lambda p: (not p["changed"], p["target"], p["probe"]))
     if summary.quality is None:
-        return QualityView([], [], [], "", None, "", consistency, pairs[:_PAIRS_SHOWN], [], 0, 0)
+        return QualityView([], [], [], [], None, "", consistency, pairs[:_PAIRS_SHOWN], [], 0, 0)
     failed, kept = _failed_answers(run, mask)
     load_png, load_axis = _load_png(run, mask)
     ok = mask & run.requests["ok"].fillna(False).astype(bool).to_numpy()
     total = int((check_status(run.requests) == 0)[ok].sum())
     return QualityView(first_screen_lines(summary), _rows(summary), summary.quality.get("needle") or [],
-                       _over_time_png(run, mask, t0), load_png, load_axis, consistency, pairs[:_PAIRS_SHOWN],
+                       _over_time(run, mask, t0), load_png, load_axis, consistency, pairs[:_PAIRS_SHOWN],
                        failed, total, kept)  # fmt: skip

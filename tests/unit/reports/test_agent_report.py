@@ -6,6 +6,7 @@ on the raw records; A/B twins sharing a session id kept apart; the agent section
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -140,8 +141,21 @@ def test_session_and_tool_call_figures_match_numpy_everywhere_a_user_reads_them(
     assert f"session p50/p95 {ref['median_session_ms']:.0f}/{ref['p95_session_ms']:.0f} ms" in text
     # A server message in a failed step is text, never markup.
     assert "<b>boom</b>" not in html and "&lt;b&gt;boom&lt;/b&gt;" in html
-    assert 'id="agent"' in html and html.count("data:image/png;base64,") >= 2  # the agent section's figures
-    assert 'alt="agent sessions and tool calls"' in html and 'figure class="chart" data-chart="latency"' in html
+    assert 'id="agent"' in html and 'alt="agent sessions and tool calls"' in html  # the sessions' figure
+    # TTFT of the session steps over time, an interactive chart: per time bin, numpy's p50 of the steps' TTFT.
+    assert 'data-chart="agent-ttft"' in html
+    chart = json.loads(re.search(r'id="chart-data">(.*?)</script>', html, re.S).group(1))  # type: ignore[union-attr]
+    ttft = next(c for c in chart["charts"] if c["id"] == "agent-ttft")
+    p50 = next(s for s in ttft["series"] if s["label"] == "agent TTFT p50")
+    mids = np.array(ttft["xs"][p50["xi"]])
+    half = (mids[1] - mids[0]) / 2
+    done = [r for r in agent if r["ok"]]
+    checked = 0
+    for mid, value in zip(mids[:-1], p50["y"][:-1], strict=True):
+        inside = [r["ttft_s"] * 1000 for r in done if mid - half <= r["start_epoch_s"] - 1000.0 < mid + half]
+        assert (value is None) if not inside else value == pytest.approx(np.percentile(inside, 50), rel=1e-5)
+        checked += bool(inside)
+    assert checked >= 10
 
 
 def test_ab_twins_sharing_a_session_id_are_two_sessions(tmp_path: Path) -> None:

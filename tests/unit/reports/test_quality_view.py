@@ -99,7 +99,13 @@ def test_quality_section_tables_and_failed_answers_are_bounded_and_escaped(tmp_p
     assert ("workload:mine", "my_check") in cells
     assert 'id="needle-table"' in section and 'data-context="&gt;64K"' in section
     assert "<b>1 of 2</b> probe answers changed under load (50.00%)" in section
-    assert 'alt="pass rate over time"' in section and 'id="quality-load"' not in section  # no load levels
+    assert 'id="quality-load"' not in section  # no load levels
+    # Pass rate over time: interactive charts, a line per workload and per check.
+    assert 'data-chart="quality-workloads"' in section and 'data-chart="quality-checks"' in section
+    charts = {c["id"]: c for c in json.loads(re.search(r'id="chart-data">(.*?)</script>', html, re.S)[1])["charts"]}
+    assert {s["label"] for s in charts["quality-workloads"]["series"]} == {"chat", "code", "contract", "mine"}
+    assert {"repetition", "my_check"} <= {s["label"] for s in charts["quality-checks"]["series"]}
+    assert all(0 <= y <= 100 for s in charts["quality-workloads"]["series"] for y in s["y"] if y is not None)
 
 
 def test_a_run_without_checks_has_no_quality_section(tmp_path: Path) -> None:
