@@ -11,13 +11,12 @@ import os
 import sys
 import threading
 
-from ._args import EmulatorArgsError, build_parser, config_from_args, parse_args
+from ._args import PROG, EmulatorArgsError, build_parser, config_from_args, parse_args
 from ._config import EmulatorConfig
 from ._server import EmulatorServer
 
 __all__ = ["build_parser", "config_from_args", "main"]
 
-_PROG = "python -m emulator"
 #: bad arguments, as argparse exits for them
 EXIT_BAD_ARGS = 2
 #: it could not start (no such folder for the truth log, the port taken...)
@@ -53,17 +52,18 @@ def _exit_when_stdin_closes() -> None:
     os._exit(0)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point: ``argv`` (default ``sys.argv[1:]``) checked, then the server run until stopped."""
+def main(argv: list[str] | None = None, prog: str = PROG) -> None:
+    """Entry point: ``argv`` (default ``sys.argv[1:]``) checked, then the server run until stopped; ``prog``:
+    the command its help and errors name (``tokenstorm emulator`` when reached through it)."""
     try:
-        args, config = parse_args(sys.argv[1:] if argv is None else argv, add_help=True)
+        args, config = parse_args(sys.argv[1:] if argv is None else argv, add_help=True, prog=prog)
     except EmulatorArgsError as exc:
-        sys.stderr.write(f"{_PROG}: {exc}\n")
+        sys.stderr.write(f"{prog}: {exc}\n")
         sys.exit(EXIT_BAD_ARGS)
     try:
         asyncio.run(_main(args, config))
     except _CannotStart as exc:
-        sys.stderr.write(f"{_PROG}: {exc}\n")
+        sys.stderr.write(f"{prog}: {exc}\n")
         sys.exit(EXIT_CANNOT_START)
     except KeyboardInterrupt:
         sys.stdout.flush()

@@ -125,14 +125,18 @@ _WRONG_HELP = {
 assert tuple(_WRONG_HELP) == WRONG_KINDS
 
 
-def build_parser(add_help: bool = True) -> argparse.ArgumentParser:
+#: the command its help and errors name by default (``tokenstorm emulator`` when reached through it)
+PROG = "python -m emulator"
+
+
+def build_parser(add_help: bool = True, prog: str = PROG) -> argparse.ArgumentParser:
     """The emulator's command line (abbreviations off: ``--itl`` is not taken for ``--itl-ms``)."""
-    return _parser(add_help)
+    return _parser(add_help, prog)
 
 
-def _parser(add_help: bool) -> _Parser:
+def _parser(add_help: bool, prog: str = PROG) -> _Parser:
     d = EmulatorConfig()
-    p = _Parser(prog="python -m emulator", description="Run the emulated vLLM server (prints its URL when ready).",
+    p = _Parser(prog=prog, description="Run the emulated vLLM server (prints its URL when ready).",
                 allow_abbrev=False, exit_on_error=False, add_help=add_help)  # fmt: skip
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=_whole("--port", 0, 65535), default=0, help="0 picks a free port (default)")
@@ -262,20 +266,23 @@ def config_from_args(args: argparse.Namespace) -> EmulatorConfig:
 def _unknown(parser: _Parser, token: str) -> str:
     flag = token.split("=", 1)[0]
     if flag in _HELP_FLAGS:
-        return f"{flag}: not a setting here (see python -m emulator --help)"
+        return f"{flag}: not a setting here (see {parser.prog} --help)"
     if not flag.startswith("-"):
         return f"{token!r}: unexpected argument (every setting is a --flag VALUE)"
     close = difflib.get_close_matches(flag, parser.flags, n=1)
     return f"{flag}: unknown option" + (f" (did you mean {close[0]}?)" if close else "")
 
 
-def parse_args(args: Sequence[str], add_help: bool = False) -> tuple[argparse.Namespace, EmulatorConfig]:
-    """Parse and validate ``args`` into the namespace and the config they describe.
+def parse_args(
+    args: Sequence[str], add_help: bool = False, prog: str = PROG
+) -> tuple[argparse.Namespace, EmulatorConfig]:
+    """Parse and validate ``args`` into the namespace and the config they describe (``prog``: the
+    command its help names).
 
     Raises :class:`EmulatorArgsError` with one line; never prints usage or exits, except that
     with ``add_help`` ``--help`` prints the help and exits as usual.
     """
-    parser = _parser(add_help)
+    parser = _parser(add_help, prog)
     try:
         namespace, extras = parser.parse_known_args(list(args))
     except argparse.ArgumentError as exc:

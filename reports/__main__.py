@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from reports.build import build_report, spec_for_run
@@ -26,20 +27,35 @@ from reports.compare.runs import CompareInputError, compare_runs
 from reports.judging.alerts import AlertRuleError, alert_rules
 from reports.judging.slo import SloSpecError, load_slo_spec
 
+_PROG = "python -m reports"
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit code."""
-    p = argparse.ArgumentParser(prog="python -m reports", description=__doc__,
+
+def main(argv: list[str] | None = None, prog: str = _PROG, names: Mapping[str, str] | None = None) -> int:
+    """Entry point; returns the exit code. ``prog``: the command that ran it, ``names``: what it calls the
+    subcommands (``tokenstorm`` calls ``build`` ``report``): its help and error lines then say those."""
+    names = dict(names or {})
+    description = __doc__ or ""
+    for cmd, name in names.items():
+        description = description.replace(f"{_PROG} {cmd} ", f"{prog} {name} ")
+
+    def prog_of(cmd: str) -> str:
+        return f"{prog} {names.get(cmd, cmd)}"
+
+    p = argparse.ArgumentParser(prog=prog, description=description,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     sub = p.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("build", help="write report.html, junit.xml and summary.json into RUN_DIR")
-    b.add_argument("run_dir", type=Path)
+    b = sub.add_parser(
+        "build", prog=prog_of("build"), help="write report.html, junit.xml and summary.json into RUN_DIR"
+    )
+    newest = f"; none: the newest under ./runs/ ({prog_of('build')} picks it)" if names else ""
+    b.add_argument("run_dir", type=Path, metavar="RUN_DIR", help=f"the run directory{newest}")
     b.add_argument("--slo", type=Path, default=None, help="judge by this SLO file instead of the run's own")
     b.add_argument("--live", action="store_true", help="a snapshot of a run still going (not 'incomplete')")
     b.add_argument("--gpu-cost-per-hour", type=float, default=None,
                    help="price of one GPU-hour: adds the cost per 1M tokens (overrides the run's)")  # fmt: skip
     c = sub.add_parser(
         "compare",
+        prog=prog_of("compare"),
         help="compare runs side by side (tokenstorm runs, vllm bench serve and GuideLLM "
         "result files), with their context and what differs in their deployment",
     )
@@ -64,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         "-o", "--output", type=Path, default=None, help="where to (default RUN_DIR/requests.jsonl; - for stdout)"
     )
     args = p.parse_args(argv)
+    who = "reports" if prog == _PROG else prog_of(args.cmd)  # what its lines begin with
     try:
         if args.cmd == "export":
             return _export(args.run_dir, args.output)
@@ -71,31 +88,31 @@ def main(argv: list[str] | None = None) -> int:
             rules = alert_rules(load_slo_spec(args.slo), args.window, args.for_)
             sys.stdout.write(rules.to_yaml())
             for target, why in rules.skipped:
-                print(f"reports: no rule for {target.label}: {why}", file=sys.stderr)
+                print(f"{who}: no rule for {target.label}: {why}", file=sys.stderr)
             return 0
         if args.cmd == "build":
             spec = spec_for_run(args.run_dir, args.slo)
             result = build_report(args.run_dir, spec, live=args.live, gpu_cost_per_hour=args.gpu_cost_per_hour)
-            print(f"reports: {result.summary.verdict}: {result.summary.reason}")
+            print(f"{who}: {result.summary.verdict}: {result.summary.reason}")
             written = [result.report.name] if args.live else [result.report.name, result.junit.name,
                                                                  result.summary_json.name]  # fmt: skip
-            print(f"reports: wrote {', '.join(written)} in {args.run_dir}")
+            print(f"{who}: wrote {', '.join(written)} in {args.run_dir}")
             return result.exit_code
         if not 0 <= args.baseline < len(args.run_dirs):
-            p.error("--baseline must index one of the runs given")
+            c.error("--baseline must index one of the runs given")
         try:
             comparison = compare_runs(args.run_dirs, args.baseline, args.threshold)
         except (CompareInputError, ValueError) as exc:  # a file that is no run (malformed, newer schema)
-            print(f"reports: {exc}", file=sys.stderr)
+            print(f"{who}: {exc}", file=sys.stderr)
             return 2
         if len(comparison.runs) < 2:
-            p.error("compare needs at least two runs (or one A/B run, whose targets it compares)")
+            c.error("compare needs at least two runs (or one A/B run, whose targets it compares)")
         print(comparison.to_text())
         if args.html:
             args.html.write_text(comparison.to_html(), encoding="utf-8")
         return 1 if comparison.regressions else 0
     except (FileNotFoundError, SloSpecError, AlertRuleError) as exc:
-        print(f"reports: {exc}", file=sys.stderr)
+        print(f"{who}: {exc}", file=sys.stderr)
         return 2
 
 

@@ -23,10 +23,12 @@ _COMMANDS = """\
 commands:
   run NAME_OR_PATH [OPTIONS...]  a load test with Locust: a bundled locustfile or your own; every option after it
                                  goes to Locust (tokenstorm run --help lists Locust's and tokenstorm's)
-  report RUN_DIR [OPTIONS...]    rebuild a run's report.html, junit.xml and summary.json (python -m reports build)
+  report [RUN_DIR] [OPTIONS...]  rebuild a run's report.html, junit.xml and summary.json (python -m reports build);
+                                 no RUN_DIR: the newest run under ./runs/
   compare RUN [RUN...]           compare runs side by side: run directories, vllm bench serve or GuideLLM
                                  result files (python -m reports compare)
   emulator [OPTIONS...]          the built-in SIMULATED vLLM server (python -m emulator)
+  examples DIR [--force]         copy the example SLO files and trace sample into DIR, each with a command using it
 """
 
 _EXAMPLES = """\
@@ -35,7 +37,8 @@ examples:
   tokenstorm run mixed --headless -u 30 -r 10 -t 30s --host http://gpu:8000 --slo slo.yaml
   tokenstorm run mixed,shape_steps --headless --steps 8x60,16x60 --host http://gpu:8000
   tokenstorm run ./my_locustfile.py --headless -u 4 -t 1m
-  tokenstorm report runs/<run>              then open runs/<run>/report.html
+  tokenstorm report                         rebuild the newest run's report, then open runs/<run>/report.html
+  tokenstorm examples ex                    then: tokenstorm run mixed --headless -u 8 -t 1m --slo ex/slo.yaml
   tokenstorm compare runs/<baseline> runs/<candidate>
 """
 

@@ -1,21 +1,25 @@
 """``tokenstorm COMMAND ...``: one command for what a checkout runs as ``locust -f locustfiles/NAME.py``,
-``python -m reports build|compare`` and ``python -m emulator``.
+``python -m reports build|compare`` and ``python -m emulator``, and for the example files it ships.
 
 ``tokenstorm run NAME_OR_PATH ARGS...`` is ``locust -f FILE ARGS...`` with ``FILE`` a bundled locustfile
 (or the path given), run by Locust in this process: its exit codes (0/1/3/4/5), its Ctrl-C handling and
 its argument errors (2) are Locust's and tokenstorm's plugin's, unchanged, and no child process gets the
-command line. ``report``, ``compare`` and ``emulator`` call those tools' own entry points.
+command line. ``report``, ``compare`` and ``emulator`` call those tools' own entry points, whose help and
+errors then name ``tokenstorm report`` (...), not ``python -m ...``; ``report`` with no run directory
+rebuilds the newest under ``./runs/``. ``examples DIR`` copies the example SLO files and trace sample.
 """
 
 from __future__ import annotations
 
 import difflib
+import shlex
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from ._locustfiles import UnknownLocustfile, resolve, shadowed
 
-__all__ = ["EXIT_USAGE", "locust_argv", "main"]
+__all__ = ["EXIT_USAGE", "RUNS_DIR", "locust_argv", "main", "newest_run"]
 
 #: a command line tokenstorm cannot run (argparse's code, as Locust's own errors)
 EXIT_USAGE = 2
@@ -66,28 +70,100 @@ def _run_locust(argv: list[str]) -> int:
     return 0  # Locust's main() exits itself; a return means it finished without saying how
 
 
-def _report(args: list[str]) -> int:
+#: where ``tokenstorm run`` writes its run directories by default (``--run-dir``), relative to where it runs
+RUNS_DIR = Path("runs")
+#: ``python -m reports``' subcommands as tokenstorm names them (its help and errors say these)
+_REPORTS_NAMES = {"build": "report", "compare": "compare"}
+#: ``reports build``'s options that take a value (the run directory is the one argument that is none of them)
+_BUILD_VALUE_OPTIONS = ("--slo", "--gpu-cost-per-hour")
+
+
+def newest_run(root: Path = RUNS_DIR) -> Path:
+    """The run directory under ``root`` that started last (run.json's start, else the folder's time).
+    Raises :class:`UsageError` when there is none."""
+    from workloads.rundir import RUN_FILE, read_run_meta
+
+    runs = [p for p in root.iterdir() if (p / RUN_FILE).is_file()] if root.is_dir() else []
+    if not runs:
+        raise UsageError(f"no run under ./{root}/ to rebuild (tokenstorm run mixed makes one); or name one: "
+                         "tokenstorm report RUN_DIR")  # fmt: skip
+
+    def started(run: Path) -> tuple[float, str]:
+        meta = read_run_meta(run)
+        stamp = meta.started_epoch_s if meta is not None and meta.started_epoch_s else run.stat().st_mtime
+        return float(stamp), run.name
+
+    return max(runs, key=started)
+
+
+def _names_a_run(args: list[str]) -> bool:
+    """``args`` (``reports build``'s, without ``build``) give the run directory."""
+    rest = iter(args)
+    for arg in rest:
+        if arg == "--":
+            return next(rest, None) is not None
+        if arg in _BUILD_VALUE_OPTIONS:
+            next(rest, None)
+        elif not arg.startswith("-"):
+            return True
+    return False
+
+
+def _reports(command: str, args: list[str]) -> int:
     from reports.__main__ import main as reports_main
 
-    return reports_main(["build", *args])
+    return reports_main([command, *args], prog="tokenstorm", names=_REPORTS_NAMES)
+
+
+def _report(args: list[str]) -> int:
+    if not any(a in _HELP for a in args) and not _names_a_run(args):
+        run = newest_run()
+        print(f"tokenstorm report: rebuilding the newest run, {run}", file=sys.stderr)
+        args = [str(run), *args]
+    return _reports("build", args)
 
 
 def _compare(args: list[str]) -> int:
-    from reports.__main__ import main as reports_main
-
-    return reports_main(["compare", *args])
+    return _reports("compare", args)
 
 
 def _emulator(args: list[str]) -> int:
     from emulator.__main__ import main as emulator_main
 
-    emulator_main(args)
+    emulator_main(args, prog="tokenstorm emulator")
+    return 0
+
+
+def _examples(args: list[str]) -> int:
+    from ._examples import ExistingFiles, copy_examples
+
+    if any(a in _HELP for a in args):
+        print(
+            "usage: tokenstorm examples DIR [--force]\n\nCopies the example SLO files and trace sample into DIR "
+            "(made if missing), one line each with a command that uses it; --force replaces files already there."
+        )
+        return 0
+    force = "--force" in args
+    rest = [a for a in args if a != "--force"]
+    unknown = [a for a in rest if a.startswith("-")]
+    if unknown or len(rest) != 1:
+        what = f"no option {unknown[0]}" if unknown else "which folder?"
+        raise UsageError(f"{what}: tokenstorm examples DIR [--force], e.g. tokenstorm examples ex")
+    target = Path(rest[0])
+    try:
+        written = copy_examples(target, force=force)
+    except (ExistingFiles, NotADirectoryError) as exc:
+        raise UsageError(str(exc)) from None
+    print(f"tokenstorm examples: wrote {len(written)} files in {target}/ (edit them; each line: a command using it)")
+    width = max(len(str(path)) for path, _ in written)
+    for path, example in written:
+        print(f"  {path!s:<{width}}  {example.what} — try: {example.use.format(path=shlex.quote(str(path)))}")
     return 0
 
 
 #: command -> what runs it (each loads its own tool only when chosen: a report needs no Locust)
 COMMANDS: dict[str, Callable[[list[str]], int]] = {"run": _run, "report": _report, "compare": _compare,
-                                                    "emulator": _emulator}  # fmt: skip
+                                                    "emulator": _emulator, "examples": _examples}  # fmt: skip
 
 
 def _version() -> str:

@@ -119,7 +119,7 @@ def test_report_compare_and_emulator_are_those_tools_own_mains(
 ) -> None:
     seen: list[list[str]] = []
 
-    def fake(args: list[str]) -> int:
+    def fake(args: list[str], **_names: object) -> int:
         seen.append(list(args))
         return 1
 

@@ -158,7 +158,7 @@ def test_run_name_help_is_run_help(run_help: str) -> None:
 
 def test_top_help_lists_the_commands_and_every_tokenstorm_option() -> None:
     text = _help("--help")
-    for command in ("run NAME_OR_PATH", "report RUN_DIR", "compare RUN", "emulator"):
+    for command in ("run NAME_OR_PATH", "report [RUN_DIR]", "compare RUN", "emulator", "examples DIR"):
         assert command in text
     for flag in _declared().options:
         assert re.search(rf"^\s+{re.escape(flag)}\b", text, re.M), flag
