@@ -120,7 +120,6 @@ def render_report(run: RunData, spec: SloSpec, summary: RunSummary) -> str:
         targets=target_names(meta),
         options=option_rows(meta, run.path, open_loop=summary.overall.get("p99_send_lag_ms") is not None),
         slo_rows=[_slo_row(r) for r in summary.slo_results],
-        panels=[c.title for c in over_time],
         has_gpu=not run.gpu.empty,
         has_server=not run.server.empty,
         over_time=over_time,
