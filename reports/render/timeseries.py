@@ -218,7 +218,8 @@ def cache_charts(
 
 def timeseries_charts(run: RunData, t0: float, mask: np.ndarray, warmup_s: float | None = None) -> list[Chart]:
     """The over-time charts, each with the warm-up band and the monitor gaps. ``mask``: the judged
-    requests; the warm-up's are drawn too."""
+    requests; the warm-up's are drawn too. A line with no value at all (no successful request: no latency)
+    is left out, and a chart left with none."""
     df = run.requests
     warm_end = warmup_end_s(run, t0, mask, warmup_s)
     shown = mask | warmup_rows(run, mask)
@@ -229,6 +230,9 @@ def timeseries_charts(run: RunData, t0: float, mask: np.ndarray, warmup_s: float
     bands = [Band(0.0, warm_end, WARMUP_LABEL)] if warm_end > 0 else []
     gaps = pd.concat([run.gpu_gaps, run.server_gaps]) if not (run.gpu_gaps.empty and run.server_gaps.empty) else None
     marks = [Mark(float(g) - t0, "monitor gap") for g in gaps["epoch_s"]] if gaps is not None else []
-    return [
-        Chart(c.id, c.title, TIME_LABEL, c.y_label, c.series, "time", c.y_max, bands, marks) for c in charts if c.series
-    ]
+    out = []
+    for c in charts:
+        lines = [s for s in c.series if any(v is not None for v in s.y)]  # a line with no value draws nothing
+        if lines:
+            out.append(Chart(c.id, c.title, TIME_LABEL, c.y_label, lines, "time", c.y_max, bands, marks))
+    return out

@@ -217,3 +217,11 @@ def test_the_page_carries_each_x_array_once_and_values_to_six_digits() -> None:
     assert back["xs"] == [[0.123, 1.0, 2.0], [0.0, 1.0]]
     assert [s["xi"] for s in back["series"]] == [0, 0, 1]
     assert back["series"][0]["y"] == [0.333333, 2.0, 3.0]
+
+
+def test_a_run_of_failures_draws_its_errors_and_no_empty_latency_chart(tmp_path: Path) -> None:
+    run = load_run(make_run_dir(tmp_path / "run", [request(i, 0, ok=False) for i in range(5)]))
+    mask = judged_mask(run, load_slo_spec())
+    charts = {c.id: c for c in timeseries_charts(run, T0, mask)}
+    assert "latency" not in charts and [s.label for s in charts["errors"].series] == ["http_5xx"]
+    assert distribution_charts(run, mask) == []
