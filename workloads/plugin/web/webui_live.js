@@ -237,8 +237,11 @@
                                     f.verdict.toUpperCase().replace("_", " ")));
     badge.style.cssText = "padding:4px 14px;border-radius:4px;color:#fff;font-weight:700;font-size:20px;" +
       "letter-spacing:0.04em;background:" + (VERDICT_COLORS[f.verdict] || "#757575");
-    // Under --timing-verdict warn the reason repeats the fidelity line, said in full just below.
+    // Under --timing-verdict warn, and when the timing made the verdict (unreliable), the reason repeats
+    // the fidelity line, said in full just below: the reason keeps its own words.
     var reason = f.fidelity ? f.reason.split(" — timing not trustworthy (--timing-verdict warn)")[0] : f.reason;
+    var untrusted = f.fidelity ? f.fidelity.replace(/^timing NOT trustworthy: /, "") : "";
+    if (untrusted && untrusted !== f.fidelity) reason = reason.replace(" — " + untrusted, "");
     head.appendChild(el("span", { id: "tokenstorm-verdict-reason" }, reason)).style.fontSize = "16px";
     if (f.fidelity) {
       var fid = panel.appendChild(el("p", { id: "tokenstorm-fidelity", "data-trustworthy": String(f.trustworthy) },
