@@ -1,8 +1,10 @@
 """tokenstorm as a user installs it: the built wheel, in a fresh venv, run from a folder outside the checkout.
 
-The wheel must hold every file the code reads (templates, scripts, corpora) and the locustfiles; its
-``tokenstorm`` command runs a bundled locustfile against the built-in emulator, writes the run directory
-where it was started, and rebuilds its report.
+The wheel must hold every file the code reads (templates, scripts, corpora), the locustfiles and the
+example SLO files and trace sample; its ``tokenstorm`` command copies the examples out (``tokenstorm
+examples ex``), runs a bundled locustfile with the example SLO file against the built-in emulator (no GPU:
+its GPU SLO not judged, and said so), writes the run directory where it was started, and rebuilds the
+newest run's report (``tokenstorm report``, no argument).
 
 The fresh venv gets the wheel's dependencies from the package index (``pip install WHEEL``, about a minute
 here), which also checks that the wheel declares every one it needs. Offline,
@@ -120,10 +122,14 @@ def test_the_wheel_holds_every_package_file_and_the_locustfiles(wheel: Path) -> 
     locustfiles = sorted(p for p in files if p.parts[0] == "locustfiles" and p.suffix == ".py")
     assert len(locustfiles) >= 8
     expected |= {f"tokenstorm/locustfiles/{p.name}" for p in locustfiles}
+    examples = sorted(p for p in files if p.parts[0] in ("slo", "traces"))  # tokenstorm examples DIR copies them
+    assert {"slo/slo.yaml", "traces/mooncake_sample.jsonl"} <= {p.as_posix() for p in examples}
+    expected |= {f"tokenstorm/{p.as_posix()}" for p in examples}
     assert sorted(expected - names) == []  # templates (*.j2), scripts, corpora... each is read at run time
     with zipfile.ZipFile(wheel) as zf:
-        for p in locustfiles:  # one copy: the wheel's is the checkout's file
-            assert zf.read(f"tokenstorm/locustfiles/{p.name}") == (ROOT / p).read_bytes()
+        for p in [*locustfiles, *examples]:  # one copy: the wheel's is the checkout's file
+            bundled = f"tokenstorm/locustfiles/{p.name}" if p in locustfiles else f"tokenstorm/{p.as_posix()}"
+            assert zf.read(bundled) == (ROOT / p).read_bytes()
         entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
         assert "tokenstorm = tokenstorm.cli:main" in zf.read(entry_points).decode()
 
@@ -139,13 +145,22 @@ def test_installed_tokenstorm_runs_a_bundled_locustfile_outside_the_checkout(ven
     for module_file in json.loads(where.stdout):
         assert Path(module_file).resolve().is_relative_to(site), module_file  # the wheel's, not /work/main's
 
+    examples = _run([venv / "bin" / "tokenstorm", "examples", "ex"], work, env, timeout_s=120)
+    assert examples.returncode == 0, examples.stderr[-2000:]
+    assert "--slo ex/slo.yaml" in examples.stdout and "--trace ex/mooncake_sample.jsonl" in examples.stdout
+    assert (work / "ex" / "slo.yaml").read_bytes() == (ROOT / "slo" / "slo.yaml").read_bytes()
+
     runs_in_checkout = set((ROOT / "runs").iterdir()) if (ROOT / "runs").is_dir() else set()
-    cmd = [venv / "bin" / "tokenstorm", "run", "mixed", "--headless", "-u", "2", "-r", "2", "-t", "5s",
-           "--timing-verdict", "warn"]  # fmt: skip
+    cmd = [venv / "bin" / "tokenstorm", "run", "mixed", "--slo", "ex/slo.yaml", "--headless", "-u", "2", "-r", "2",
+           "-t", "5s", "--timing-verdict", "warn"]  # fmt: skip
     proc = _run(cmd, work, env, timeout_s=240)
     output = proc.stdout + proc.stderr
-    assert proc.returncode == 0, output[-4000:]
+    # The example SLO file's verdict on the emulator (0 held, 1 an SLO failed): never 3, the run itself failing
+    # (its GPU SLO with no GPU sampled, its warm-up against a short run).
+    assert proc.returncode in (0, 1), output[-4000:]
     assert "Traceback" not in output, output[-4000:]
+    closing = " ".join(output.split())  # the verdict's line, wrapped to fit the terminal
+    assert "not judged: no GPU sampled (run gpu_memory_gb max <= 58)" in closing, output[-4000:]
     run_dirs = list((work / "runs").iterdir())
     assert len(run_dirs) == 1 and run_dirs[0].name.endswith("_mixed_SIMULATED"), run_dirs
     run_dir = run_dirs[0]
@@ -155,11 +170,16 @@ def test_installed_tokenstorm_runs_a_bundled_locustfile_outside_the_checkout(ven
     assert meta["simulated"] is True and meta["status"] == "finished" and meta["records"] > 0
     assert Path(meta["options"]["locustfile"]).resolve() == site / "tokenstorm" / "locustfiles" / "mixed.py"
 
-    verdict = json.loads((run_dir / "summary.json").read_text())["verdict"]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    verdict = summary["verdict"]
+    assert verdict in ("passed", "failed"), summary["reason"]
+    (gpu,) = [r for r in summary["slos"] if r["metric"] == "gpu_memory_gb"]
+    assert gpu["judged"] is False and gpu["note"].startswith("not judged: no GPU sampled")
     (run_dir / "report.html").unlink()
-    rebuilt = _run([venv / "bin" / "tokenstorm", "report", run_dir.name], work / "runs", env, timeout_s=180)
-    assert rebuilt.returncode == 0, rebuilt.stdout[-2000:] + rebuilt.stderr[-2000:]
-    assert f"reports: {verdict}" in rebuilt.stdout
+    rebuilt = _run([venv / "bin" / "tokenstorm", "report"], work, env, timeout_s=180)  # no argument: the newest
+    assert rebuilt.returncode == proc.returncode, rebuilt.stdout[-2000:] + rebuilt.stderr[-2000:]
+    assert f"rebuilding the newest run, {Path('runs') / run_dir.name}" in rebuilt.stderr
+    assert f"tokenstorm report: {verdict}: " in rebuilt.stdout
     assert (run_dir / "report.html").is_file() and "SIMULATED" in (run_dir / "report.html").read_text()
 
 
@@ -173,3 +193,6 @@ def test_installed_help_lists_the_bundled_locustfiles_and_tokenstorms_options(ve
         assert f"  {flag} " in proc.stdout
     unknown = _run([venv / "bin" / "tokenstorm", "run", "mixd"], tmp_path, env, timeout_s=120)
     assert unknown.returncode == 2 and "did you mean mixed?" in unknown.stderr
+    for command in ("emulator", "report", "compare"):  # each tool's help names the command typed
+        helped = _run([venv / "bin" / "tokenstorm", command, "--help"], tmp_path, env, timeout_s=120)
+        assert helped.returncode == 0 and helped.stdout.startswith(f"usage: tokenstorm {command} "), helped.stdout[:500]
