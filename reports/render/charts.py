@@ -25,6 +25,7 @@ __all__ = [
     "ASSETS",
     "MAX_POINTS",
     "SIGNIFICANT_DIGITS",
+    "UPLOT_VERSION",
     "Band",
     "Chart",
     "Mark",

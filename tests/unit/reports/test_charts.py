@@ -12,7 +12,7 @@ import pytest
 
 from reports import load_run, load_slo_spec
 from reports.judging.slo import judged_mask
-from reports.render.charts import MAX_POINTS, Chart, page_json, series, thinned
+from reports.render.charts import ASSETS, MAX_POINTS, UPLOT_VERSION, Chart, page_json, script_assets, series, thinned
 from reports.render.distributions import PERCENTILE_GRID, distribution_charts
 from reports.render.plots import WARMUP_LABEL, time_bins
 from reports.render.timeseries import timeseries_charts
@@ -225,3 +225,11 @@ def test_a_run_of_failures_draws_its_errors_and_no_empty_latency_chart(tmp_path:
     charts = {c.id: c for c in timeseries_charts(run, T0, mask)}
     assert "latency" not in charts and [s.label for s in charts["errors"].series] == ["http_5xx"]
     assert distribution_charts(run, mask) == []
+
+
+def test_the_inlined_assets_are_the_vendored_uplot_with_its_licence_and_cannot_end_their_block() -> None:
+    assets = script_assets()
+    assert f"uPlot (v{UPLOT_VERSION})" in str(assets["uplot_js"])[:200]  # the banner names the version
+    assert "MIT" in (ASSETS / "uPlot.LICENSE.txt").read_text() and UPLOT_VERSION in (ASSETS / "README.md").read_text()
+    for text in assets.values():
+        assert "</script" not in text.lower() and "</style" not in text.lower()
