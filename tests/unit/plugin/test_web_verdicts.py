@@ -119,3 +119,17 @@ def test_the_cause_is_looked_for_over_the_window_so_the_status_does_not_flip_wit
     with path.open("a") as fh:
         fh.write(json.dumps({"epoch_s": T0 + 31, "users": 10, "cpu": {}, "clock": QUIET}) + "\n")
     assert [s.epoch_s for s in history.read(path, T0 + 31)][-1] == T0 + 31
+
+
+def test_the_consoles_progress_line_says_the_live_timing_states_as_the_web_ui_does() -> None:
+    from workloads.plugin.core.progress import Progress, Timing, timing_text
+
+    def said(row: dict[str, Any]) -> str:
+        return timing_text(Progress(elapsed_s=30.0, remaining_s=None, stage=None, warmup=False, users=10,
+                                    requests_per_s=5.0, output_tokens_per_s=400.0, ttft_p50_ms=300.0,
+                                    ttft_p95_ms=500.0, requests=96, errors=0, top_error=None, top_error_count=0,
+                                    recent_errors=0, timing=Timing(row["status"], row["note"])))  # fmt: skip
+
+    assert said(timing(streams(96, 1), QUIET)) == "timing: too few late reads to judge yet"  # not "no data yet"
+    assert said(timing(streams(96, FIDELITY_MIN_LATE), QUIET)).startswith("timing in doubt: no cause seen")
+    assert said(timing(streams(96, FIDELITY_MIN_LATE), BUSY)).startswith("TIMING NOT TRUSTWORTHY: ")

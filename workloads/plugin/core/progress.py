@@ -76,7 +76,8 @@ class Outcomes:
 
 @dataclass(frozen=True, slots=True)
 class Timing:
-    """The live timing-fidelity judgement: ``status`` pass, fail or no data, and what it says."""
+    """The live timing-fidelity judgement: ``status`` pass, fail, warn, wait or no data
+    (:func:`..web.live.live_fidelity`), and what it says."""
 
     status: str
     note: str
@@ -183,11 +184,16 @@ def errors_text(p: Progress) -> str:
 
 
 def timing_text(p: Progress) -> str:
-    """``timing ok``, ``timing: no data yet``, or ``TIMING NOT TRUSTWORTHY: <why>``."""
+    """``timing ok``, ``timing: no data yet``, ``timing: too few late reads to judge yet``, ``timing in
+    doubt: <why, no cause seen>`` or ``TIMING NOT TRUSTWORTHY: <why>`` (the web UI's live states)."""
     if p.timing.status == "pass":
         return "timing ok"
     if p.timing.status == "fail":
         return f"TIMING NOT TRUSTWORTHY: {p.timing.note}"
+    if p.timing.status == "warn":
+        return f"timing in doubt: {p.timing.note}"
+    if p.timing.status == "wait":
+        return "timing: too few late reads to judge yet"
     return "timing: no data yet"
 
 
