@@ -41,7 +41,7 @@ def test_without_gpu_samples_a_gpu_slo_is_not_judged_and_every_output_says_so(tm
 def test_a_sampled_gpu_that_broke_it_still_fails(tmp_path: Path) -> None:
     result = build_report(_run_dir(tmp_path, gpu_mib=70_000.0), load_slo_spec(text=SLO))  # 73.4 GB > 58
     assert result.exit_code == 1 and result.summary.verdict == "failed"
-    assert result.summary.reason.startswith("1 of 3 SLOs failed: run gpu_memory_gb max 73.4 vs <= 58")
+    assert result.summary.reason.startswith("1 of 3 SLOs failed: run gpu_memory_gb max 73.4 GB vs <= 58 GB")
     assert "not judged" not in result.summary.reason
 
 
