@@ -39,14 +39,22 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+#: what the agent tests need: streamed tool calls (the hermes parser) and cached_tokens in every usage
+TOOL_FLAGS = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--enable-prompt-tokens-details")
+
+
 @pytest.fixture(scope="session")
 def vllm_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if os.environ.get("TOKENSTORM_VLLM_URL"):
         # A server already running the tiny model as "tiny" (saves its start-up when iterating), started with
-        # the flags below from --enable-auto-tool-choice on.
+        # TOOL_FLAGS.
         yield os.environ["TOKENSTORM_VLLM_URL"].rstrip("/")
         return
-    tiny_model: Path = request.getfixturevalue("tiny_model")
+    yield from serve_vllm(request.getfixturevalue("tiny_model"), tmp_path_factory, *TOOL_FLAGS)
+
+
+def serve_vllm(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory, *flags: str) -> Iterator[str]:
+    """Start ``vllm serve`` on the tiny model (as "tiny") with ``flags``, yield its URL, stop it."""
     port = free_port()
     log_path = tmp_path_factory.mktemp("vllm-log") / "server.log"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -67,11 +75,7 @@ def vllm_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
         "127.0.0.1",
         "--port",
         str(port),
-        # Agent traffic: streamed tool calls (the hermes parser) and cached_tokens in every usage.
-        "--enable-auto-tool-choice",
-        "--tool-call-parser",
-        "hermes",
-        "--enable-prompt-tokens-details",
+        *flags,
     ]
     with log_path.open("w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
