@@ -24,6 +24,7 @@ from reports.judging.quality import consistency_block, quality_summary
 from reports.judging.slo import SloResult, SloSpec, goodput, gpu_count, judged_mask, run_window_s
 from reports.judging.slo import gpu_cost_per_hour as run_gpu_cost
 from reports.judging.targets import compare_targets, evaluate_each_target, target_labels, target_mask
+from reports.judging.verdict_words import default_check_sentence, is_default_spec, slo_sentence
 from workloads.rundir import ItlHistogram
 
 __all__ = ["PERCENTILES", "RunSummary", "summarize"]
@@ -58,6 +59,8 @@ class RunSummary:
     quality: dict[str, Any] | None = None
     #: the consistency probes (probes.jsonl) compared; None: the run has none
     consistency: dict[str, Any] | None = None
+    #: judged by the built-in default (error rate <= 1%, no --slo): the verdict says so, not "SLOs held"
+    default_check: bool = False
 
     def to_json(self, run: RunData) -> dict[str, Any]:
         """summary.json (vLLM benchmark field names where they match)."""
@@ -256,6 +259,7 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
     ab: dict[str, Any] | None = None
     # A/B: each target judged on its own records; the run fails if any breaks an SLO
     results = evaluate_each_target(run, spec, labels)
+    default_check = is_default_spec(spec)  # error rate <= 1% only: named for what it is, not "SLOs held"
     if labels:
         blocks = {label: _with_server(_block(run, spec, mask & target_mask(run, label), gpus, price,
                                              target_mask(run, label), agent), run, label)
@@ -290,6 +294,8 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
     elif (overall["error_rate"] or 0) > run_failed_error_rate:
         verdict = "run_failed"
         reason = f"{overall['error_rate']:.0%} of requests failed (the run fails above {run_failed_error_rate:.0%})"
+    elif default_check:
+        verdict, reason = "passed" if all(r.passed for r in results) else "failed", default_check_sentence(results)
     elif all(r.passed for r in results):
         judged = sum(r.judged for r in results)
         verdict, reason = "passed", (f"all {judged} SLOs held" if judged else "no SLO judged") + _not_judged(results)
@@ -297,9 +303,7 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
         broken = [r for r in results if not r.passed]
         verdict = "failed"
         reason = f"{len(broken)} of {sum(r.judged for r in results)} SLOs failed: " + "; ".join(
-            f"{r.target + ' ' if r.target else ''}{r.scope} {r.metric} {r.stat} {_fmt(r.measured)} vs {r.op} "
-            f"{r.threshold:g}"
-            for r in broken[:5]
+            slo_sentence(r) for r in broken[:5]
         )
         reason += _not_judged(results)
     if verdict in ("failed", "run_failed"):
@@ -321,7 +325,8 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
         reason += f" — {ab['sentence']}"
     quality, consistency = quality_summary(run, mask, labels), consistency_block(run)
     return RunSummary(verdict, reason, results, overall, per_workload, errors, samples, gpus, incomplete, ab,
-                      fidelity=fidelity, quality=quality, consistency=consistency)  # fmt: skip
+                      fidelity=fidelity, quality=quality, consistency=consistency,
+                      default_check=default_check)  # fmt: skip
 
 
 def _not_judged(results: list[SloResult]) -> str:
@@ -374,5 +379,3 @@ def _why_tools_refused(df: pd.DataFrame) -> str:
     )
 
 
-def _fmt(x: float | None) -> str:
-    return "no data" if x is None else f"{x:.4g}"

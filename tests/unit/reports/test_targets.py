@@ -25,7 +25,7 @@ def test_each_target_is_judged_on_its_own_records_with_deltas(tmp_path: Path) ->
     assert ab["targets"]["a"]["delta_pct_vs_baseline"]["median_ttft_ms"] == 0.0
     assert ab["targets"]["a"]["requests"] == ab["targets"]["b"]["requests"] == 20
     assert [(r.target, r.passed) for r in result.summary.slo_results] == [("a", True), ("b", False)]
-    assert "b chat ttft_ms p50 300 vs <= 200" in result.summary.reason
+    assert "b chat ttft_ms p50 300 ms vs <= 200 ms" in result.summary.reason
     # E2E is TTFT + 0.5 s here: b is slower by 200/600.
     assert round(ab["slower_by_pct"]) == 33 and ab["sentence"].startswith("b is slower")
     html = (run_dir / "report.html").read_text()

@@ -1,0 +1,66 @@
+"""The verdict in words, one source for the report's banner, the console's closing block and summary.json.
+
+A run given no ``--slo`` is judged by the built-in default, error rate ≤ 1% (:data:`DEFAULT_SLO_TEXT`): it
+holds no latency target, so its verdict must not read like one ("SLOs held — all 1 SLOs held" did). Here
+it is named for what it is: ``default check held: error rate 0.00% ≤ 1% (no latency SLOs given; --slo
+FILE)``.
+"""
+
+from __future__ import annotations
+
+from reports.judging.formats import slo_value
+from reports.judging.slo import SloResult, SloSpec, load_slo_spec
+
+__all__ = ["DEFAULT_CHECK_HINT", "default_check_sentence", "is_default_spec", "slo_sentence", "verdict_title"]
+
+#: what a run judged by the default check lacks, and how to give it
+DEFAULT_CHECK_HINT = "no latency SLOs given; --slo FILE"
+_OPS = {"<=": "≤", ">=": "≥"}
+
+
+def is_default_spec(spec: SloSpec) -> bool:
+    """True when ``spec`` is the built-in default (no ``--slo``), read from its source or its targets."""
+    if spec.source == "<default>":
+        return True
+
+    def key(s: SloSpec) -> list[tuple[str, str, str, float]]:
+        return [(t.scope, t.metric, t.stat, t.threshold) for t in s.targets]
+
+    return spec.source == "<text>" and key(spec) == key(load_slo_spec()) and not spec.warmup_s
+
+
+def default_check_sentence(results: list[SloResult]) -> str:
+    """``default check held: error rate 0.00% ≤ 1% (no latency SLOs given; --slo FILE)``, or ``failed``
+    with the measured rate above the bound; an A/B run's targets each named (``fp8 0.00%, awq 2.10%``)."""
+    held = all(r.passed for r in results)
+    if not results:
+        return f"default check: nothing judged ({DEFAULT_CHECK_HINT})"
+    first = results[0]
+    measured = ", ".join(f"{r.target + ' ' if r.target else ''}{slo_value(r.metric, r.measured)}" for r in results)
+    op = _OPS.get(first.op, first.op) if held else {"<=": ">", ">=": "<"}.get(first.op, first.op)
+    bound = slo_value(first.metric, first.threshold, threshold=True)
+    what = first.metric.replace("_", " ")
+    return f"default check {'held' if held else 'failed'}: {what} {measured} {op} {bound} ({DEFAULT_CHECK_HINT})"
+
+
+def slo_sentence(result: SloResult) -> str:
+    """One SLO as the verdict names it: ``b chat ttft_ms p50 1,348 ms vs <= 200 ms``."""
+    who = f"{result.target} " if result.target else ""
+    measured = slo_value(result.metric, result.measured)
+    bound = slo_value(result.metric, result.threshold, threshold=True)
+    return f"{who}{result.scope} {result.metric} {result.stat} {measured} vs {result.op} {bound}"
+
+
+def verdict_title(verdict: str, *, default_check: bool = False, sweep: bool = False) -> str:
+    """The banner's words for ``verdict`` (summary.json's): a sweep's is its knee, a run judged by the default
+    check says so, otherwise ``SLOs held`` / ``SLOs failed`` / ``Run incomplete`` / ...."""
+    if sweep and verdict == "passed":
+        return "Goodput knee found"
+    if sweep and verdict == "failed":
+        return "No goodput knee"
+    if default_check and verdict == "passed":
+        return "Default check held"
+    if default_check and verdict == "failed":
+        return "Default check failed"
+    return {"passed": "SLOs held", "failed": "SLOs failed", "incomplete": "Run incomplete",
+            "unreliable": "Timing not trustworthy"}.get(verdict, "Run failed")  # fmt: skip
