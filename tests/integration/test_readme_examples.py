@@ -1,5 +1,7 @@
-"""README's worked examples (A/B targets, sweep, cost), run exactly as README writes them, give the
-verdicts README states and its pictures show: the commands a user copies work as described.
+"""The worked examples of README and the docs pages (every bash block after an ``<!-- example: NAME -->``
+marker), run exactly as written, give the verdicts their text states and their pictures show: the
+commands a user copies work as described. Those with a test of their own below are checked in detail;
+every other one is run and must exit as its marker says (``exit=N``, else 0) with its runs' reports written.
 
 The blocks run with bash in a fresh folder (``scripts/readme_examples.py``) with one thing added
 outside the command: ``timing-verdict = warn`` in a ``~/.locust.conf`` (Locust's own config file),
@@ -28,22 +30,58 @@ sys.modules["readme_examples"] = readme_examples
 _spec.loader.exec_module(readme_examples)
 
 
-def _run(name: str, tmp_path: Path) -> tuple[Any, Path]:
+#: the examples checked in detail by a test of their own below, and the exit code each test asserts
+CHECKED = {"ab": 1, "sweep": 0, "cost": 0, "agent": 0, "trace": 0, "quality": 1}
+
+
+def _run_in(name: str, tmp_path: Path) -> tuple[Any, Path]:
     home = tmp_path / "home"
     home.mkdir()
     (home / ".locust.conf").write_text("timing-verdict = warn\n")
     work = tmp_path / "work"
-    done = readme_examples.run(name, work, env={"HOME": str(home)})
+    return readme_examples.run(name, work, env={"HOME": str(home)}), work
+
+
+def _run(name: str, tmp_path: Path) -> tuple[Any, Path]:
+    done, work = _run_in(name, tmp_path)
     return done, readme_examples.latest_run(work)
 
 
 def test_every_example_is_found_and_uses_only_files_the_checkout_ships() -> None:
-    blocks = readme_examples.examples()
-    assert set(blocks) >= {"ab", "sweep", "cost", "agent", "trace", "quality"}
-    for name, code in blocks.items():
-        words = code.replace(",", " ").replace("=", " ").split()
+    from tokenstorm._locustfiles import ALIASES, bundled
+
+    found = readme_examples.all_examples()
+    assert set(found) >= set(CHECKED)
+    assert {name: found[name].exit_code for name in CHECKED} == CHECKED  # the text's exit code, as tested
+    assert {ex.page for ex in found.values()} > {"README.md"}, "the docs pages' examples are not found"
+    names = {*bundled(), *ALIASES}
+    for name, ex in found.items():
+        words = ex.code.replace(",", " ").replace("=", " ").split()
         for path in {w for w in words if w.startswith(("slo/", "locustfiles/", "traces/"))}:
-            assert (ROOT / path).is_file(), f"README example {name!r} uses {path}, which the checkout lacks"
+            assert (ROOT / path).is_file(), f"{ex.page}: example {name!r} uses {path}, which the checkout lacks"
+        for line in ex.code.splitlines():
+            if "tokenstorm run " in line:
+                locustfiles = line.split("tokenstorm run ", 1)[1].split()[0].split(",")
+                assert set(locustfiles) <= names, f"{ex.page}: example {name!r} runs {locustfiles}"
+
+
+def test_a_marker_names_its_exit_code_and_a_block_is_found_in_any_page() -> None:
+    text = "x\n<!-- example: two exit=1 -->\n```bash\nfalse\n```\n<!-- example: one -->\n```bash\ntrue\n```\n"
+    assert [(ex.name, ex.code, ex.exit_code) for ex in readme_examples.parse(text, "docs/x.md")] == [
+        ("two", "false", 1),
+        ("one", "true", 0),
+    ]
+    assert readme_examples.examples(text) == {"two": "false", "one": "true"}
+
+
+@pytest.mark.parametrize("name", sorted(set(readme_examples.all_examples()) - set(CHECKED)))
+def test_every_other_example_runs_as_written_and_exits_as_its_page_says(name: str, tmp_path: Path) -> None:
+    example = readme_examples.all_examples()[name]
+    done, work = _run_in(name, tmp_path)
+    assert done.returncode == example.exit_code, (example.page, done.stdout[-3000:] + done.stderr[-3000:])
+    for run_json in (work / "runs").rglob("run.json"):
+        summary = json.loads((run_json.parent / "summary.json").read_text())
+        assert summary["verdict"] and (run_json.parent / "report.html").is_file(), (example.page, run_json.parent)
 
 
 def test_ab_example_exits_1_with_fp8_passing_and_awq_breaking_itl(tmp_path: Path) -> None:
