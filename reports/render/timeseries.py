@@ -122,7 +122,7 @@ def _request_charts(run: RunData, t0: float, shown: np.ndarray, edges: np.ndarra
         throughput.append(series(f"output tok/s{suffix}", mids, out / width_s))
         bad = failed & within
         if bad.any():
-            cats = df["error_category"].astype(str).to_numpy()[bad]
+            cats = df["error_category"][bad].astype(str).to_numpy()  # only the failed rows as text
             at = start[bad] - t0
             for cat in sorted(set(cats)):
                 n = np.histogram(at[cats == cat], bins=edges)[0]
