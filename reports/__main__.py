@@ -1,7 +1,7 @@
 """``python -m reports``: build a run's report, or compare runs.
 
     python -m reports build RUN_DIR [--slo slo.yaml] [--gpu-cost-per-hour 2.5]
-    python -m reports compare RUN_A RUN_B ... [--baseline 0] [--threshold 10] [--html out.html]
+    python -m reports compare RUN_A RUN_B ... [--baseline 0] [--threshold 10] [--details] [--html out.html]
         (a RUN is a tokenstorm run directory, a `vllm bench serve --save-result` JSON file or a GuideLLM
         JSON report; an A/B run alone compares its targets)
     python -m reports alert-rules slo.yaml [--window 5m] [--for 5m] > tokenstorm-rules.yml
@@ -69,6 +69,12 @@ def main(argv: list[str] | None = None, prog: str = _PROG, names: Mapping[str, s
     c.add_argument("--baseline", type=int, default=0, help="index of the baseline run (default 0: the first)")
     c.add_argument("--threshold", type=float, default=10.0, help="regression threshold in percent (default 10)")
     c.add_argument("--html", type=Path, default=None, help="also write the comparison as HTML")
+    c.add_argument(
+        "--details",
+        "--all",
+        action="store_true",
+        help="print every figure, per workload, and each run's context (default: the summary and headline figures)",
+    )
     a = sub.add_parser("alert-rules", help="Prometheus alerting rules for an SLO file (over --metrics-port series)")
     a.add_argument("slo", type=Path)
     a.add_argument("--window", default="5m", help="rate window each rule judges (default 5m)")
@@ -107,7 +113,7 @@ def main(argv: list[str] | None = None, prog: str = _PROG, names: Mapping[str, s
             return 2
         if len(comparison.runs) < 2:
             c.error("compare needs at least two runs (or one A/B run, whose targets it compares)")
-        print(comparison.to_text())
+        print(comparison.to_text(details=args.details))
         if args.html:
             args.html.write_text(comparison.to_html(), encoding="utf-8")
         return 1 if comparison.regressions else 0

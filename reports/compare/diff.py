@@ -47,26 +47,44 @@ def _differ(runs: list[ComparedRun], get: Callable[[ComparedRun], Any]) -> list[
     return [_fmt(v) for v in values] if len(known) > 1 else None
 
 
-def _lengths_differ(values: list[float | None]) -> bool:
-    known = [v for v in values if v is not None]
-    return len(known) > 1 and min(known) < (1 - LENGTH_TOLERANCE) * max(known)
+def _lengths_differ(a: float | None, b: float | None) -> bool:
+    return a is not None and b is not None and min(a, b) < (1 - LENGTH_TOLERANCE) * max(a, b)
 
 
-def _mixes_differ(mixes: list[dict[str, float]]) -> bool:
-    known = [m for m in mixes if m]
-    names = {w for m in known for w in m}
-    return len(known) > 1 and any(max(m.get(w, 0.0) for m in known) - min(m.get(w, 0.0) for m in known)
-                                  > MIX_TOLERANCE for w in names)  # fmt: skip
+def _mixes_differ(a: dict[str, float], b: dict[str, float]) -> bool:
+    return bool(a and b) and any(abs(a.get(w, 0.0) - b.get(w, 0.0)) > MIX_TOLERANCE for w in {*a, *b})
 
 
-def load_differences(runs: list[ComparedRun]) -> list[str]:
-    """One line per aspect of the offered load that differs between ``runs`` (empty: the same load
-    as far as the files tell): users, load shape, output cap, workload mix, measured prompt and
-    output lengths, and the measuring tool."""
-    names = [r.name for r in runs]
+def _pairs(runs: list[ComparedRun]) -> list[tuple[ComparedRun, ComparedRun]]:
+    """The columns whose offered loads can differ: of two different runs (an A/B run's targets share one
+    sequence of requests: the same users, shape and prompts), and of the same target when both are one."""
+    return [
+        (a, b)
+        for i, a in enumerate(runs)
+        for b in runs[i + 1 :]
+        if a.argument != b.argument and not (a.target_label and b.target_label and a.target_label != b.target_label)
+    ]
+
+
+def load_differences(runs: list[ComparedRun], names: list[str] | None = None) -> list[str]:
+    """One line per aspect of the offered load that differs between ``runs`` of different runs (empty:
+    the same load as far as the files tell; the targets of one A/B run share theirs): users, load shape,
+    output cap, workload mix, measured prompt and output lengths, and the measuring tool. ``names``: what
+    the lines call the runs (their short labels; default their names)."""
+    called = names or [r.name for r in runs]
+    pairs = _pairs(runs)
 
     def line(what: str, values: list[str]) -> str:
-        return f"{what}: " + " vs ".join(f"{v} ({n})" for v, n in zip(values, names, strict=True))
+        return f"{what}: " + " vs ".join(f"{v} ({n})" for v, n in zip(values, called, strict=True))
+
+    def differs(same: Callable[[ComparedRun, ComparedRun], bool]) -> bool:
+        return any(not same(a, b) for a, b in pairs)
+
+    def alike(get: Callable[[ComparedRun], Any]) -> Callable[[ComparedRun, ComparedRun], bool]:
+        return lambda a, b: get(a) is None or get(b) is None or _fmt(get(a)) == _fmt(get(b))
+
+    def near(attr: str) -> Callable[[ComparedRun, ComparedRun], bool]:
+        return lambda a, b: not _lengths_differ(getattr(a, attr), getattr(b, attr))
 
     out = []
     aspects: list[tuple[str, Callable[[ComparedRun], Any]]] = [
@@ -75,18 +93,17 @@ def load_differences(runs: list[ComparedRun]) -> list[str]:
         ("max tokens", lambda r: r.max_tokens),
     ]
     for what, get in aspects:
-        values = _differ(runs, get)
-        if values is not None:
-            out.append(line(what, values))
-    if _mixes_differ([r.workload_mix for r in runs]):
+        if differs(alike(get)):
+            out.append(line(what, [_fmt(get(r)) for r in runs]))
+    if differs(lambda a, b: not _mixes_differ(a.workload_mix, b.workload_mix)):
         out.append(line("workload mix", [_mix_text(r.workload_mix) for r in runs]))
     for what, attr in (("prompt tokens per request (mean)", "prompt_tokens_mean"),
                        ("output tokens per request (mean)", "output_tokens_mean")):  # fmt: skip
-        lengths: list[float | None] = [getattr(r, attr) for r in runs]
-        if _lengths_differ(lengths):
+        if differs(near(attr)):
+            lengths: list[float | None] = [getattr(r, attr) for r in runs]
             out.append(line(what, ["—" if v is None else f"{v:.0f}" for v in lengths]))
-    tools = _differ(runs, _tool_family)
-    if tools is not None:
+    if differs(lambda a, b: _tool_family(a) == _tool_family(b)):
+        tools = [_tool_family(r) for r in runs]
         out.append(line("measured by", tools) + " — each tool defines and times its figures its own way")
     return out
 

@@ -1,5 +1,7 @@
 """``reports compare --html``: the comparison as a self-contained page styled like the report
 (jinja2 with autoescape: run names, URLs, model names and server-provided settings are untrusted text).
+It leads with what the console leads with: the runs' legend and status, one sentence per run against its
+baseline, the headline figures with their sample sizes; then the context, the deployment and every figure.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from typing import Any
 
 import jinja2
 
+from reports.compare.headline import errors_cell, headline_rows, sentences, status_line
 from reports.compare.model import SECTIONS, fmt_delta, fmt_value
 
 __all__ = ["render_comparison"]
@@ -20,25 +23,73 @@ _ENV = jinja2.Environment(
 )
 
 
+def _table_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows for the page: each figure's cells (value, delta, worse, few samples), with a row of sample
+    sizes above each group of figures from the same samples (``n``: its cells are the sizes)."""
+    out: list[dict[str, Any]] = []
+    group = None
+    for r in rows:
+        if r["noun"] is not None and r["section"] != "errors" and (r["scope"], r["noun"]) != group:
+            group = (r["scope"], r["noun"])
+            out.append(
+                {
+                    "n": True,
+                    "scope": r["scope"],
+                    "label": f"n {r['noun']}",
+                    "cells": ["—" if n is None else f"n={n:,.0f}" for n in r["n"]],
+                }
+            )
+        out.append(
+            {
+                **r,
+                "n": False,
+                "cells": [
+                    (fmt_value(r["key"], v), fmt_delta(r["key"], d), bad, few)
+                    for v, d, bad, few in zip(r["values"], r["deltas"], r["regressed"], r["few_delta"], strict=True)
+                ],
+            }
+        )
+    return out
+
+
 def render_comparison(comparison: Any) -> str:
-    """The page of a ``reports.compare.runs.Comparison`` as one HTML string (typed ``Any``: _compare imports
+    """The page of a ``reports.compare.runs.Comparison`` as one HTML string (typed ``Any``: runs.py imports
     this module, and the architecture test allows no cycle, not even a type-only one)."""
     sections: list[dict[str, Any]] = []
     for name in SECTIONS:
         rows = [r for r in comparison.rows if r["section"] == name]
         if rows:
-            sections.append({"id": name, "title": name.capitalize(), "rows": [
-                {**r, "cells": [(fmt_value(r["key"], v), fmt_delta(r["key"], d), bad)
-                                for v, d, bad in zip(r["values"], r["deltas"], r["regressed"], strict=True)]}
-                for r in rows]})  # fmt: skip
-    against = {i: comparison.runs[ref] for i, ref in enumerate(comparison.refs)
-               if ref is not None and ref != comparison.baseline}  # fmt: skip
+            sections.append({"id": name, "title": name.capitalize(), "rows": _table_rows(rows)})
+    against = {
+        i: comparison.labels[ref]
+        for i, ref in enumerate(comparison.refs)
+        if ref is not None and ref != comparison.baseline
+    }
+    headline = _table_rows([r for r in headline_rows(comparison) if r["key"] != "error_rate"])
+    errors = next((r for r in headline_rows(comparison) if r["key"] == "error_rate"), None)
+    if errors is not None:
+        headline.append(
+            {
+                "n": False,
+                "scope": "all",
+                "label": "errors (failed of all)",
+                "cells": [
+                    (errors_cell(comparison, i), fmt_delta("error_rate", d), bad, few)
+                    for i, (d, bad, few) in enumerate(
+                        zip(errors["deltas"], errors["regressed"], errors["few_delta"], strict=True)
+                    )
+                ],
+            }
+        )
     return _ENV.get_template("compare.html.j2").render(
         c=comparison,
         base=comparison.runs[comparison.baseline],
         context=comparison.context_rows(),
         sections=sections,
         against=against,
+        sentences=[s.text(comparison.threshold_pct) for s in sentences(comparison)],
+        statuses=[status_line(comparison, i) for i in range(len(comparison.runs))],
+        headline=headline,
         simulated=any(col.simulated for col in comparison.columns),
         notes=sorted({n for col in comparison.columns for n in col.notes}),
     )

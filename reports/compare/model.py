@@ -13,7 +13,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ALL", "CLOSED_LOOP", "RATES", "SECTIONS", "CompareInputError", "ComparedRun", "fmt_delta", "fmt_value"]
+__all__ = [
+    "ALL",
+    "CLOSED_LOOP",
+    "RATES",
+    "SECTIONS",
+    "CompareInputError",
+    "ComparedRun",
+    "column_label",
+    "count_of",
+    "few_samples",
+    "fmt_delta",
+    "fmt_value",
+]
 
 #: the scope of a run's figures over every workload
 ALL = "all"
@@ -74,14 +86,21 @@ RATES = ("error_rate", "prefix_cache_hit_rate", "prefix_cache_hit_rate_server", 
 
 
 def fmt_value(key: str, value: Any) -> str:
-    """A figure as the tables show it ("—": the run's tool does not give it)."""
+    """A figure as the tables show it, as the report writes it ("—": the run's tool does not give it):
+    milliseconds whole from 100 up with separators (``13,480``), one decimal from 10, two below; shares
+    in percent (``75.00%``); counts whole; anything else four significant digits, never an exponent."""
     if value is None:
         return "—"
     if key in RATES:
         return f"{value:.2%}"
-    if key in ("completed", "failed"):
-        return f"{value:.0f}"
-    return f"{value:.4g}"
+    if key in COUNT_KEYS:
+        return f"{value:,.0f}"
+    v = float(value)
+    if abs(v) >= 1000 or (key.endswith("_ms") and abs(v) >= 100):
+        return f"{v:,.0f}"
+    if key.endswith("_ms"):
+        return f"{v:.1f}" if round(abs(v), 2) >= 10 else f"{v:.2f}"
+    return f"{v:.4g}" if abs(v) >= 0.001 or v == 0 else f"{v:.2g}".replace("e-0", "e-")
 
 
 def fmt_delta(key: str, delta: float | None) -> str:
@@ -89,3 +108,42 @@ def fmt_delta(key: str, delta: float | None) -> str:
     if delta is None:
         return ""
     return f"{delta:+.1f}pp" if key in RATES else f"{delta:+.1f}%"
+
+
+#: figures that are counts (no sample size of their own)
+COUNT_KEYS = ("completed", "failed")
+#: the fewest samples a figure is read from before its delta is more than noise: a p95 from fewer than 20
+#: samples is the largest of them, a p99 from fewer than 100 too; anything else (mean, p50, a rate) 10
+FEW_SAMPLES = {"p99_": 100, "p95_": 20, "": 10}
+#: what a figure's sample size counts: figure key prefix/suffix -> (the scope's count key, its noun)
+_COUNTS = (
+    (("session_ms", "steps_per_session"), "completed_sessions", "sessions"),
+    (("tool_call_ms", "ttft_tool_ms"), "tool_calls", "tool calls"),
+    (("quality_pass_rate",), "quality_checked", "answers checked"),
+    (("needle_pass_rate",), "needle_checked", "needles checked"),
+    (("consistency_changed_share",), "consistency_compared", "probes compared"),
+    (("error_rate",), "attempts", "requests"),
+)
+
+
+def count_of(key: str) -> tuple[str, str] | None:
+    """(the scope's figure that counts ``key``'s samples, what it counts); None for a count itself."""
+    if key in COUNT_KEYS:
+        return None
+    for suffixes, count_key, noun in _COUNTS:
+        if key.endswith(suffixes):
+            return count_key, noun
+    return "completed", "requests"
+
+
+def few_samples(key: str, n: float | None) -> bool:
+    """True when figure ``key`` comes from too few samples for its delta to mean much (unknown n: False)."""
+    if n is None or count_of(key) is None:
+        return False
+    least = next(v for prefix, v in FEW_SAMPLES.items() if key.startswith(prefix))
+    return n < least
+
+
+def column_label(index: int) -> str:
+    """A column's short label: A, B, ... Z, then C27, C28..."""
+    return chr(ord("A") + index) if index < 26 else f"C{index + 1}"

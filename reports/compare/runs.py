@@ -19,7 +19,16 @@ from typing import Any
 
 from reports.compare.diff import deployment_rows, load_differences
 from reports.compare.foreign import read_foreign
-from reports.compare.model import ALL, RATES, SECTIONS, ComparedRun, CompareInputError, fmt_delta, fmt_value
+from reports.compare.model import (
+    ALL,
+    RATES,
+    SECTIONS,
+    ComparedRun,
+    CompareInputError,
+    column_label,
+    count_of,
+    few_samples,
+)
 from reports.compare.tokenstorm import read_tokenstorm
 
 __all__ = ["COMPARED_METRICS", "CompareInputError", "Comparison", "compare_runs", "read_runs"]
@@ -39,11 +48,12 @@ COMPARED_METRICS: tuple[tuple[str, str, str, bool | None], ...] = (
     ("error_rate", "error rate", "errors", False),
     ("cost_per_1m_output_tokens", "cost / 1M output tok", "cost", False),
     ("cost_per_1m_total_tokens", "cost / 1M total tok", "cost", False),
-    *((f"{stat}_{stem}_ms", f"{name} {label} ms", "agent", False)
-      for stem, name in (("session", "session"), ("tool_call", "complete tool call"),
-                         ("ttft_tool", "first tool-call delta"))
+    *((f"{stat}_session_ms", f"session {label} ms", "agent", False)
       for stat, label in (("median", "p50"), ("p95", "p95"), ("p99", "p99"))),
     ("mean_steps_per_session", "steps per session", "agent", None),
+    *((f"{stat}_{stem}_ms", f"{name} {label} ms", "agent", False)
+      for stem, name in (("tool_call", "complete tool call"), ("ttft_tool", "first tool-call delta"))
+      for stat, label in (("median", "p50"), ("p95", "p95"), ("p99", "p99"))),
     ("prefix_cache_hit_rate", "prefix-cache hit rate", "cache", True),
     ("prefix_cache_hit_rate_server", "prefix-cache hit rate (/metrics)", "cache", True),
     ("quality_pass_rate", "answers passing their checks", "quality", True),
@@ -75,11 +85,11 @@ class Comparison:
     @property
     def verdict(self) -> str:
         """The one-line answer; it says when the load differed, so no regression reads as the deployment's."""
-        base = self.runs[self.baseline]
+        base = f"{self.labels[self.baseline]} ({self.runs[self.baseline]})"
         caveat = ("; the runs' LOAD DIFFERED: the deltas are not the deployment's alone"
                   if self.load_diffs else "")  # fmt: skip
         if self.regressions:
-            return (f"REGRESSION: {len(self.regressions)} metric(s) worse than baseline {base} by > "
+            return (f"REGRESSION: {len(self.regressions)} figure(s) worse than baseline {base} by > "
                     f"{self.threshold_pct:g}%{caveat}")  # fmt: skip
         return f"no regression beyond {self.threshold_pct:g}% against {base}{caveat}"
 
@@ -110,83 +120,24 @@ class Comparison:
             ("timing fidelity", [c.fidelity or "— (not measured by this tool)" for c in cols]),
         ]  # fmt: skip
 
-    def to_text(self) -> str:
-        """The comparison for the console: context, load warning, deployment differences, figures, verdict."""
-        out = [f"Runs compared (* baseline: {self.runs[self.baseline]}; '!' = worse by more than "
-               f"{self.threshold_pct:g}%; '—' = not given by that run's tool)", ""]  # fmt: skip
-        short = [(w, v) for w, v in self.context_rows() if w not in _LONG]
-        out += _table("", [("run", [n + (" *" if i == self.baseline else "") for i, n in enumerate(self.runs)]),
-                           *short], _width([*self.runs, *(x for _, v in short for x in v)]))  # fmt: skip
-        for what, values in self.context_rows():
-            if what in _LONG:  # verdict and fidelity lines are sentences: one line a run, not cut
-                out += [f"{what}:", *(f"  {n}: {v}" for n, v in zip(self.runs, values, strict=True))]
-        against = [f"{n} against {self.runs[ref]}" for n, ref in zip(self.runs, self.refs, strict=True)
-                   if ref is not None and ref != self.baseline]  # fmt: skip
-        if against:
-            out.append("A/B targets against the baseline run's same target: " + "; ".join(against))
-        if self.load_diffs:
-            out += ["", "LOAD DIFFERS: these runs did not offer the same load, so their deltas are not the "
-                    "deployment's alone:", *(f"  - {line}" for line in self.load_diffs)]  # fmt: skip
-        out += ["", *self._deployment_text(), ""]
-        cells = [[_cell(r["key"], *each) for each in zip(r["values"], r["deltas"], r["regressed"], strict=True)]
-                 for r in self.rows]  # fmt: skip
-        width = _width([*self.runs, *(c for row in cells for c in row)])
-        head = f"{'scope':<14} {'metric':<22} " + " ".join(f"{n[-width:]:>{width}}" for n in self.runs)
-        section = None
-        for r, row in zip(self.rows, cells, strict=True):
-            if r["section"] != section:
-                section = r["section"]
-                out += ["", section.upper(), head, "-" * len(head)]
-            out.append(f"{r['scope']:<14} {r['label']:<22} " + " ".join(f"{c:>{width}}" for c in row))
-        notes = sorted({n for c in self.columns for n in c.notes})
-        if notes:
-            out += ["", "Notes:", *(f"  - {n}" for n in notes)]
-        return "\n".join([*out, "", self.verdict])
+    @property
+    def labels(self) -> list[str]:
+        """Each column's short label (A, B, ...): the console's column heads, with a legend of the names."""
+        return [column_label(i) for i in range(len(self.runs))]
 
-    def _deployment_text(self) -> list[str]:
-        if not self.deployment_diffs:
-            captured = any(c.deployment for c in self.columns)
-            alike = f" ({self.deployment_alike} alike)" if self.deployment_alike else ""
-            return [f"Deployment: no differences found ({self.deployment_alike} settings alike)" if captured else
-                    f"Deployment: not captured in these runs (no run.json deployment block): only the options were "
-                    f"compared{alike}"]  # fmt: skip
-        width = _width([*self.runs, *(v for _, values in self.deployment_diffs for v in values)])
-        return _table(f"Deployment and options — what differs ({self.deployment_alike} settings alike):",
-                      [("setting", list(self.runs)), *self.deployment_diffs], width)  # fmt: skip
+    def to_text(self, details: bool = False) -> str:
+        """The comparison for the console, no line over 100 characters: the runs' legend, a summary of the
+        changes that matter and the headline figures with their sample sizes, what differs in the load and
+        the deployment, then the verdict; ``details``: every figure, per workload, and each run's context."""
+        from reports.compare.text import comparison_text
+
+        return comparison_text(self, details)
 
     def to_html(self) -> str:
         """The comparison as a self-contained, styled HTML page (every name escaped)."""
         from reports.compare.html import render_comparison
 
         return render_comparison(self)
-
-
-#: context rows printed as one line a run (sentences), not as table cells
-_LONG = ("verdict", "timing fidelity")
-
-
-def _cell(key: str, value: Any, delta: float | None, regressed: bool) -> str:
-    """``130 (+30.0%!)``: the figure, its delta against the baseline, '!' when worse beyond the threshold."""
-    if delta is None:
-        return fmt_value(key, value)
-    return f"{fmt_value(key, value)} ({fmt_delta(key, delta)}{'!' if regressed else ''})"
-
-
-def _width(texts: list[str]) -> int:
-    """A console column's width: its longest text, from 12 to 30 characters."""
-    return min(30, max(12, *(len(t) for t in texts)))
-
-
-def _table(title: str, rows: list[tuple[str, list[str]]], width: int) -> list[str]:
-    """A console table, a column per run; a cell longer than ``width`` is cut with "…" (HTML keeps it)."""
-
-    def cell(v: str) -> str:
-        return v if len(v) <= width else v[: width - 1] + "…"
-
-    out = [title] if title else []
-    for what, values in rows:
-        out.append(f"{what:<28} " + " ".join(f"{cell(v):<{width}}" for v in values))
-    return out
 
 
 def read_runs(paths: list[Path]) -> list[ComparedRun]:
@@ -220,6 +171,19 @@ def _delta(key: str, value: Any, base: Any) -> float | None:
     return (value - base) / base * 100 if base else (0.0 if value == base else float("inf"))
 
 
+def _sample_size(figures: dict[str, Any], key: str) -> float | None:
+    """How many samples figure ``key`` of a scope is from (requests, sessions, tool calls, answers
+    checked...); None when the run's tool does not say."""
+    counted = count_of(key)
+    if counted is None:
+        return None
+    if counted[0] == "attempts":  # an error rate is over every request, failed or not
+        done, failed = figures.get("completed"), figures.get("failed")
+        return None if done is None else float(done) + float(failed or 0)
+    value = figures.get(counted[0])
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def compare_runs(run_dirs: list[Path], baseline: int = 0, threshold_pct: float = 10.0) -> Comparison:
     """Compare the runs at ``run_dirs`` (run directories or result files) against ``run_dirs[baseline]``."""
     columns = read_runs(run_dirs)
@@ -240,8 +204,27 @@ def compare_runs(run_dirs: list[Path], baseline: int = 0, threshold_pct: float =
                 deltas = [None if ref is None else _delta(key, values[i], values[ref]) for i, ref in enumerate(refs)]
                 regressed = [d is not None and higher_better is not None
                              and (-d if higher_better else d) > threshold_pct for d in deltas]  # fmt: skip
-                rows.append({"section": section, "scope": scope, "key": key, "label": label, "values": values,
-                             "deltas": deltas, "regressed": regressed})  # fmt: skip
+                n = [_sample_size(c.figures.get(scope, {}), key) for c in columns]
+                few = [few_samples(key, x) for x in n]
+                few_delta = [ref is not None and (few[i] or few[ref]) for i, ref in enumerate(refs)]
+                rows.append(
+                    {
+                        "section": section,
+                        "scope": scope,
+                        "key": key,
+                        "label": label,
+                        "values": values,
+                        "deltas": deltas,
+                        "regressed": regressed,
+                        "higher_better": higher_better,
+                        "n": n,  # how many samples each figure is from (requests, sessions...)
+                        "noun": (count_of(key) or (None, None))[1],  # what n counts
+                        "few": few,  # the figure is from too few samples to mean much
+                        "few_delta": few_delta,  # its delta is (either figure is from few samples)
+                    }
+                )
     diffs, alike = deployment_rows(columns)
-    return Comparison([c.name for c in columns], base_col, rows, threshold_pct, columns, refs,
-                      load_differences(columns), diffs, alike)  # fmt: skip
+    labels = [column_label(i) for i in range(len(columns))]
+    load_diffs = load_differences(columns, labels)
+    names = [c.name for c in columns]
+    return Comparison(names, base_col, rows, threshold_pct, columns, refs, load_diffs, diffs, alike)

@@ -77,11 +77,11 @@ def read_tokenstorm(run_dir: Path, argument: int) -> list[ComparedRun]:
             **common,
         )]  # fmt: skip
     runs = []
-    for label, block in ab["targets"].items():
+    for label, block in _in_given_order(ab, meta):
         deployment = (meta.deployment if isinstance(meta.deployment, dict) else {}).get(str(label), {})
         slos = f"{block.get('slos_failed', 0)} of {block.get('slos', 0)} SLOs failed" if block.get("slos_failed") else (
             f"all {block.get('slos', 0)} SLOs held")  # fmt: skip
-        per_workload = block.get("workloads") if isinstance(block.get("workloads"), dict) else {}
+        per_workload: dict[str, Any] = block["workloads"] if isinstance(block.get("workloads"), dict) else {}
         quality = ((summary.get("quality") or {}).get("targets") or {}).get(label)
         consistency = ((summary.get("consistency") or {}).get("targets") or {}).get(label)
         runs.append(ComparedRun(
@@ -108,6 +108,16 @@ def read_tokenstorm(run_dir: Path, argument: int) -> list[ComparedRun]:
     return runs
 
 
+def _in_given_order(ab: dict[str, Any], meta: RunMeta) -> list[tuple[str, dict[str, Any]]]:
+    """The A/B targets' blocks in the order ``--targets`` gave them (run.json), the baseline first:
+    summary.json's keys are sorted, and the first target given is the baseline, not the first by name."""
+    blocks = {str(k): v for k, v in ab["targets"].items() if isinstance(v, dict)}
+    given = [str(t.get("label")) for t in meta.targets if isinstance(t, dict) and str(t.get("label")) in blocks]
+    first = [str(ab["baseline"])] if str(ab.get("baseline")) in blocks else []
+    order = list(dict.fromkeys([*first, *given, *blocks]))
+    return [(label, blocks[label]) for label in order]
+
+
 def _with_quality(figures: dict[str, dict[str, Any]], quality: Any, consistency: Any) -> dict[str, dict[str, Any]]:
     """``figures`` with summary.json's answer quality (its ``quality`` and ``consistency`` blocks) as flat figures:
     the pass rate per scope, the needle recall, the probes' changed share (the whole run's)."""
@@ -119,11 +129,15 @@ def _with_quality(figures: dict[str, dict[str, Any]], quality: Any, consistency:
                 continue
             row = figures.setdefault(str(scope), {})
             row["quality_pass_rate"] = _float(block.get("pass_rate"))
+            row["quality_checked"] = _float(block.get("checked"))
             needle = (block.get("by_check") or {}).get("needle")
             if isinstance(needle, dict):
                 row["needle_pass_rate"] = _float(needle.get("pass_rate"))
+                row["needle_checked"] = _float(needle.get("checked"))
     if isinstance(consistency, dict) and consistency.get("changed_share") is not None:
-        figures.setdefault(ALL, {})["consistency_changed_share"] = _float(consistency.get("changed_share"))
+        row = figures.setdefault(ALL, {})
+        row["consistency_changed_share"] = _float(consistency.get("changed_share"))
+        row["consistency_compared"] = _float(consistency.get("compared"))
     return figures
 
 
@@ -139,7 +153,10 @@ def _model(deployment: dict[str, Any], meta: RunMeta) -> str | None:
 def _verdict(verdict: Any, reason: Any) -> str | None:
     if not verdict:
         return None
-    return f"{_VERDICTS.get(str(verdict), str(verdict))}" + (f" — {reason}" if reason else "")
+    words = _VERDICTS.get(str(verdict), str(verdict))
+    if reason and str(reason).lower().startswith(words.lower()):  # "timing not trustworthy — timing not ..."
+        return str(reason)
+    return words + (f" — {reason}" if reason else "")
 
 
 def _fidelity(doc: Any) -> str | None:

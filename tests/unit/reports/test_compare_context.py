@@ -53,11 +53,11 @@ def test_a_regression_under_a_different_load_says_the_load_differed(tmp_path: Pa
     busy = _run(tmp_path / "u30", 30, busy_ttft)
     c = compare_runs([base, busy])
     assert c.regressions
-    assert c.load_diffs and c.load_diffs[0].startswith("users / concurrency (peak): 20 (u20) vs 30 (u30)")
+    assert c.load_diffs and c.load_diffs[0].startswith("users / concurrency (peak): 20 (A) vs 30 (B)")
     text = c.to_text()
-    verdict = text.splitlines()[-1]
+    verdict = text.split("\n\n")[-1]
     assert verdict.startswith("REGRESSION") and "LOAD DIFFERED" in verdict
-    assert "LOAD DIFFERS" in text.split("LATENCY")[0]  # before the figures, not after
+    assert "LOAD DIFFERS" in text.split("whole run")[0]  # before the figures, not after
     # the figures are the records' own (numpy on the TTFTs written)
     assert _row(c, "p99_ttft_ms")["values"] == pytest.approx([np.percentile(base_ttft, 99),
                                                              np.percentile(busy_ttft, 99)])  # fmt: skip
@@ -69,9 +69,9 @@ def test_a_regression_under_a_different_load_says_the_load_differed(tmp_path: Pa
 
 
 @pytest.mark.parametrize(("options", "expected"), [
-    ({"max_tokens": 256}, "max tokens: 64 (a) vs 256 (b)"),
-    ({"steps": "8x60,16x60"}, "load shape: closed loop (a) vs steps 8x60,16x60 (users x seconds) (b)"),
-    ({"locustfile": "locustfiles/open_loop.py", "arrival_rate": 5.0}, "load shape: closed loop (a) vs open loop"),
+    ({"max_tokens": 256}, "max tokens: 64 (A) vs 256 (B)"),
+    ({"steps": "8x60,16x60"}, "load shape: closed loop (A) vs steps 8x60,16x60 (users x seconds) (B)"),
+    ({"locustfile": "locustfiles/open_loop.py", "arrival_rate": 5.0}, "load shape: closed loop (A) vs open loop"),
 ])  # fmt: skip
 def test_each_aspect_of_the_load_is_compared(tmp_path: Path, options: dict[str, Any], expected: str) -> None:
     a = _run(tmp_path / "a", 8, [100.0] * 20)
@@ -85,7 +85,7 @@ def test_a_different_workload_mix_is_a_different_load(tmp_path: Path) -> None:
     records = [request(i, 100.0, workload="chat" if i % 2 else "code") for i in range(20)]
     b = make_run_dir(tmp_path / "b", records, {"status": "finished", "options": {"num_users": 8}})
     c = compare_runs([a, b])
-    assert any(line.startswith("workload mix: chat 100% (a) vs chat 50%, code 50% (b)") for line in c.load_diffs)
+    assert any(line.startswith("workload mix: chat 100% (A) vs chat 50%, code 50% (B)") for line in c.load_diffs)
 
 
 def test_run_context_names_users_shape_target_model_simulated_verdict_and_fidelity(tmp_path: Path) -> None:
@@ -104,7 +104,7 @@ def test_run_context_names_users_shape_target_model_simulated_verdict_and_fideli
     assert ctx["duration s"][0] == f"{last_end_s - 1000.0:.1f}"
     text = c.to_text()
     assert "secret" not in text and "secret" not in c.to_html()
-    assert "SIMULATED" in text.split("LATENCY")[0]
+    assert "SIMULATED" in text.split("whole run")[0]
 
 
 def test_what_differs_names_the_option_and_the_block_size(tmp_path: Path) -> None:
@@ -162,7 +162,7 @@ def test_ab_runs_are_compared_per_target_not_pooled(tmp_path: Path) -> None:
     assert c2.runs == ["ab[fast]", "ab[slow]", "ab2[fast]", "ab2[slow]"]
     deltas = _row(c2, "median_ttft_ms")["deltas"]
     assert deltas[2] == pytest.approx(10.0) and deltas[3] == pytest.approx(100.0)  # 110 vs 100, 600 vs 300
-    assert "ab2[slow] against ab[slow]" in c2.to_text()
+    assert "D against B" in c2.to_text(details=True)  # ab2[slow] against ab[slow]
 
 
 def test_html_is_styled_answer_first_baseline_named_sections_grouped_and_escaped(tmp_path: Path) -> None:
@@ -175,7 +175,7 @@ def test_html_is_styled_answer_first_baseline_named_sections_grouped_and_escaped
     order = [html.index(f'id="{s}"') for s in ("baseline", "verdict", "load-differs", "context", "deployment",
                                                "latency", "throughput", "errors")]  # fmt: skip
     assert order == sorted(order)  # answer first, then context, deployment, figures by section
-    assert "Baseline: <b>a</b>" in html
+    assert "Baseline: <b>A · a</b>" in html
     verdict = html.split('id="verdict"')[1].split("</section>")[0]
     assert "REGRESSION" in verdict and "LOAD DIFFERED" in verdict
 

@@ -43,8 +43,9 @@ def test_vllm_bench_serve_figures_are_its_own_in_ms(tmp_path: Path) -> None:
     assert column.users_peak == doc["max_concurrency"] and column.duration_s == pytest.approx(doc["duration"])
     assert column.prompt_tokens_mean == pytest.approx(doc["total_input_tokens"] / doc["completed"])
     assert column.simulated is None and column.verdict is None  # the file cannot say: shown "—", not "no"
-    text = c.to_text()
+    text = c.to_text(details=True)
     assert "vllm bench serve" in text and "— (no SLOs judged)" in text
+    assert "vllm bench serve (openai-chat); no SLOs judged" in c.to_text()  # its status in the legend
 
 
 def test_figures_a_tool_does_not_give_are_a_dash_never_zero(tmp_path: Path) -> None:
@@ -56,7 +57,7 @@ def test_figures_a_tool_does_not_give_are_a_dash_never_zero(tmp_path: Path) -> N
         row = _row(c, key)
         assert row["values"][col] is None and row["deltas"][col] is None and not row["regressed"][col], key
     assert _row(c, "p99_ttft_ms")["values"][col] == pytest.approx(doc["p99_ttft_ms"])
-    p95 = next(line for line in c.to_text().splitlines() if line.startswith("all") and "TTFT p95 ms" in line)
+    p95 = next(line for line in c.to_text().splitlines() if line.startswith("TTFT p95 ms"))
     assert p95.rstrip().endswith("—") and " 0 " not in p95
     assert any("no E2EL figures" in n for n in c.columns[col].notes)
     assert c.columns[col].load_shape.startswith("open loop: poisson 8 req/s")  # --request-rate 8

@@ -30,5 +30,5 @@ def test_a_run_whose_answers_fail_more_regressed_on_quality(tmp_path: Path) -> N
             assert row["values"] == [1.0, pytest.approx(45 / 60)]
             assert row["deltas"][1] == pytest.approx(-25.0) and row["regressed"] == [False, True]
     assert any(r["key"] == "needle_pass_rate" for r in comparison.regressions)
-    text = comparison.to_text()
+    text = comparison.to_text(details=True)
     assert "needle recall" in text and "75.00% (-25.0pp!)" in text and "REGRESSION" in comparison.verdict
