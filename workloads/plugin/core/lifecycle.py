@@ -257,9 +257,10 @@ def _build_outputs(environment: Environment, ctx: RunContext) -> None:
     lines.append((logging.INFO, f"report {_shown_path(result.report)}"))
     if summary.fidelity is not None:
         lines.append((logging.INFO if summary.fidelity.trustworthy else logging.WARNING, summary.fidelity.reason))
-    verdict = f"{summary.verdict.upper()} — {summary.reason} (exit code {result.exit_code})"
+    # (non-breaking spaces: a wrapped verdict keeps "(exit code N)" whole)
+    verdict = f"{summary.verdict.upper()} — {summary.reason} (exit\u00a0code\u00a0{result.exit_code})"
     lines.append((logging.INFO if result.exit_code == 0 else logging.ERROR, verdict))
-    ctx.closing_lines = [(level, part) for level, line in lines for part in fit(line)]
+    ctx.closing_lines = [(level, part.replace("\u00a0", " ")) for level, line in lines for part in fit(line)]
     if not ctx.options.headless:  # the web UI's runs: at each run's end (a headless one's at Locust's quit)
         _print_closing(ctx)
 
