@@ -84,6 +84,9 @@ class Chart:
     y_max: float | None = None  # a fixed top (percent scales); None: the data's
     bands: list[Band] = field(default_factory=list)
     marks: list[Mark] = field(default_factory=list)
+    #: how the legend writes a value, as the page writes that unit (reports/judging/formats.py): "ms",
+    #: "tok_s", "per_s", "percent" (a share already in percent), "count" or "number"
+    unit: str = "number"
 
 
 def _finite(v: float) -> float | None:

@@ -55,6 +55,7 @@ def distribution_charts(run: RunData, mask: np.ndarray) -> list[Chart]:
                     f"{name} (ms)",
                     lines,
                     kind="percentile",
+                    unit="ms",
                 )
             )
     return charts

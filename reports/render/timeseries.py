@@ -10,6 +10,8 @@ so the start of a run does not read as an outage; monitor gaps are marked where 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 
@@ -44,7 +46,8 @@ def _load_charts(load: list[LoadSample], t0: float) -> list[Chart]:
     if not load:
         return []
     t = [s.epoch_s - t0 for s in load]
-    charts = [Chart("users", "Users", "", "users", [series("users", t, [s.users for s in load], step=True)])]
+    users = [series("users", t, [s.users for s in load], step=True)]
+    charts = [Chart("users", "Users", "", "users", users, unit="count")]
     cpu: dict[str, tuple[list[float], list[float]]] = {}
     clock: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
     for sample in load:
@@ -81,6 +84,7 @@ def _load_charts(load: list[LoadSample], t0: float) -> list[Chart]:
                 "",
                 "ms per s / ms",
                 lines,
+                unit="ms",
             )
         )
     return charts
@@ -134,13 +138,19 @@ def _request_charts(run: RunData, t0: float, shown: np.ndarray, edges: np.ndarra
             "",
             "latency (ms)",
             latency,
+            unit="ms",
         ),
-        Chart("throughput", "Output tokens/s, by request end", "", "output tokens/s", throughput),
+        Chart("throughput", "Output tokens/s, by request end", "", "output tokens/s", throughput, unit="tok_s"),
     ]
     if errors:
         charts.append(
             Chart(
-                "errors", "Failed requests per second, by category and request start", "", "failures per second", errors
+                "errors",
+                "Failed requests per second, by category and request start",
+                "",
+                "failures per second",
+                errors,
+                unit="per_s",
             )
         )
     return charts
@@ -182,7 +192,7 @@ def _server_charts(run: RunData, t0: float) -> list[Chart]:
     charts = [Chart("vllm-requests", "vLLM requests running / waiting", "", "requests", sched)]
     if "kv_cache_usage" in server.columns:
         kv = [series(f"KV cache{suffix}", part["epoch_s"] - t0, part["kv_cache_usage"] * 100) for suffix, part in parts]
-        charts.append(Chart("vllm-kv-cache", "vLLM KV-cache usage", "", "KV cache used (%)", kv))
+        charts.append(Chart("vllm-kv-cache", "vLLM KV-cache usage", "", "KV cache used (%)", kv, unit="percent"))
     return charts
 
 
@@ -206,12 +216,20 @@ def cache_charts(
                 "hit rate (% of prompt tokens)",
                 lines,
                 y_max=102,
+                unit="percent",
             )
         )
     if pre and preemptions:
         lines = [series(f"preemptions{' ' + k if k else ''}", mids, p) for k, p in pre.items()]
         charts.append(
-            Chart(f"{prefix}preemptions", "vLLM preemptions per second", TIME_LABEL, "preemptions per second", lines)
+            Chart(
+                f"{prefix}preemptions",
+                "vLLM preemptions per second",
+                TIME_LABEL,
+                "preemptions per second",
+                lines,
+                unit="per_s",
+            )
         )
     return charts
 
@@ -234,5 +252,5 @@ def timeseries_charts(run: RunData, t0: float, mask: np.ndarray, warmup_s: float
     for c in charts:
         lines = [s for s in c.series if any(v is not None for v in s.y)]  # a line with no value draws nothing
         if lines:
-            out.append(Chart(c.id, c.title, TIME_LABEL, c.y_label, lines, "time", c.y_max, bands, marks))
+            out.append(replace(c, x_label=TIME_LABEL, series=lines, bands=bands, marks=marks))
     return out

@@ -141,5 +141,6 @@ def _over_time(run: RunData, mask: np.ndarray, t0: float) -> list[Chart]:
         values = selected(df, "ttft_s", sel) * 1000
         for q, y in binned_percentiles(idx, values, len(mids), (50, 95)).items():
             lines.append(series(f"{label} TTFT p{q:g}", mids, y, dash=q == 95))
-    ttft = Chart("agent-ttft", "TTFT of the session steps, p50 and p95 (dashed)", TIME_LABEL, "TTFT (ms)", lines)
+    title = "TTFT of the session steps, p50 and p95 (dashed)"
+    ttft = Chart("agent-ttft", title, TIME_LABEL, "TTFT (ms)", lines, unit="ms")
     return [ttft, *cache_charts(run, t0, edges, shown, preemptions=False, prefix="agent-")]

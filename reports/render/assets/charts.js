@@ -19,12 +19,33 @@
   var syncing = false;
   window.tokenstormCharts = charts;
 
-  /** A number as the report writes it: thousands separated, one decimal from 100 up, else 3 digits. */
+  /** An axis tick: thousands separated, at most one decimal from 100 up, else 3 significant digits. */
   function fmt(v) {
     if (v == null || !isFinite(v)) return "—";
     if (Math.abs(v) >= 100) return v.toLocaleString("en-US", {maximumFractionDigits: 1});
     return String(Number(v.toPrecision(3)));
   }
+
+  function grouped(v, digits) {
+    return v.toLocaleString("en-US", {minimumFractionDigits: digits, maximumFractionDigits: digits});
+  }
+
+  /** A legend's value as the page writes its unit (reports/judging/formats.py, kept in step by hand). */
+  var FORMATS = {
+    ms: function (v) {  // 13,480 · 256 · 19.3 · 9.95 (judged on the figure as rounded, as formats.ms)
+      if (Math.abs(Math.round(v * 10) / 10) >= 100) return grouped(v, 0);
+      return Math.abs(Math.round(v * 100) / 100) >= 10 ? v.toFixed(1) : v.toFixed(2);
+    },
+    tok_s: function (v) { return Math.abs(v) >= 100 ? grouped(v, 0) : v.toFixed(1); },
+    per_s: function (v) { return Math.abs(v) >= 100 ? grouped(v, 1) : v.toFixed(2); },
+    percent: function (v) { return v.toFixed(2) + "%"; },
+    count: function (v) { return grouped(v, 0); },
+    number: function (v) {
+      if (Math.abs(v) >= 100) return grouped(v, 1);
+      if (v !== 0 && Math.abs(v) < 0.001) return v.toFixed(6).replace(/0+$/, "");
+      return String(Number(v.toPrecision(3)));
+    },
+  };
 
   /** The index nearest to i where ys has a value: the over-time lines are sampled at different times
    * (a GPU every second, requests per bin), joined on one x axis with holes between samples. A bin
@@ -117,6 +138,7 @@
         return time ? fmt(v) + " s" : v === 100 ? "max" : "p" + Number(v.toFixed(2));
       },
     }];
+    var unit = FORMATS[spec.unit] || FORMATS.number;
     spec.series.forEach(function (s, i) {
       series.push({
         label: s.label,
@@ -125,7 +147,7 @@
         dash: s.dash ? [6, 4] : undefined,
         paths: s.step ? uPlot.paths.stepped({align: 1}) : undefined,
         points: {size: 4},
-        value: function (u, v) { return fmt(v); },
+        value: function (u, v) { return v == null || !isFinite(v) ? "—" : unit(v); },
       });
     });
     var height = time ? 230 : 280;

@@ -142,11 +142,12 @@ def _over_time(run: RunData, mask: np.ndarray, t0: float) -> list[Chart]:
     by_workload = [line(w, overall, np.asarray(df["workload"] == w, dtype=bool)) for w in workloads_in(df, shown)]
     everywhere = np.ones(len(df), dtype=bool)
     by_check = [line(name, check_status(df, name), everywhere) for name in check_names(df, shown)]
+    axis = "answers passed (%)"
     workloads_title = "Answers that passed every check, per workload (judged requests, by start)"
     checks_title = "Pass rate per check (every workload's answers it applied to)"
     return [
-        Chart("quality-workloads", workloads_title, TIME_LABEL, "answers passed (%)", by_workload, y_max=102),
-        Chart("quality-checks", checks_title, TIME_LABEL, "answers passed (%)", by_check, y_max=102),
+        Chart("quality-workloads", workloads_title, TIME_LABEL, axis, by_workload, y_max=102, unit="percent"),
+        Chart("quality-checks", checks_title, TIME_LABEL, axis, by_check, y_max=102, unit="percent"),
     ]
 
 
