@@ -1,5 +1,5 @@
-"""Run README's worked examples as written (its ``<!-- example: NAME -->`` bash blocks, see
-scripts/readme_examples.py) and screenshot the report section each produces into docs/ (run on
+"""Run the docs' worked examples as written (the ``<!-- example: NAME -->`` bash blocks of README and docs/,
+see scripts/readme_examples.py) and screenshot the report section each produces into docs/ (run on
 demand: ``.venv/bin/python scripts/docs_examples.py [ab|sweep|cost ...]``).
 
     ab     two emulated endpoints in one run (--targets), one decoding slower -> docs/ab-targets.png
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-import readme_examples  # noqa: E402  (scripts/: README's blocks, run as written)
+import readme_examples  # noqa: E402  (scripts/: the docs' blocks, run as written)
 
 DOCS = ROOT / "docs"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -46,8 +46,8 @@ PICTURES = {"ab": ("#targets", "ab-targets.png"), "sweep": ("#sweep", "sweep.png
 
 
 def example(name: str, work: Path) -> None:
-    """Run README's block ``name`` as written (readme_examples.run) and screenshot its section."""
-    print(f"$ (README example {name})\n{readme_examples.examples()[name]}", flush=True)
+    """Run the docs' block ``name`` as written (readme_examples.run) and screenshot its section."""
+    print(f"$ (example {name})\n{readme_examples.examples()[name]}", flush=True)
     done = readme_examples.run(name, work / name)
     print(f"  exit code {done.returncode}", flush=True)
     selector, picture = PICTURES[name]
