@@ -18,7 +18,7 @@ from typing import Any
 
 from reports.judging.quality import CONSISTENCY_METRIC, is_quality_metric
 
-__all__ = ["MISSING", "count", "ms", "number", "per_s", "share", "slo_value", "tok_s", "tokens"]
+__all__ = ["MISSING", "by_key", "count", "ms", "number", "per_s", "share", "slo_value", "tok_s", "tokens"]
 
 MISSING = "—"
 
@@ -32,9 +32,9 @@ def ms(x: Any) -> str:
     if _missing(x):
         return MISSING
     v = float(x)
-    if abs(v) >= 100:
+    if abs(round(v, 1)) >= 100:  # judged on the figure as rounded: 9.996 is 10.0, not 10.00
         return f"{v:,.0f}"
-    return f"{v:.1f}" if abs(v) >= 10 else f"{v:.2f}"
+    return f"{v:.1f}" if abs(round(v, 2)) >= 10 else f"{v:.2f}"
 
 
 def per_s(x: Any) -> str:
@@ -102,3 +102,17 @@ def slo_value(metric: str, x: float | None, *, threshold: bool = False) -> str:
     if metric in ("requests_per_s", "goodput_requests_per_s"):
         return per_s(x) + unit
     return (tok_s(x) if "tokens" in metric else number(x)) + unit
+
+
+def by_key(key: str, x: Any) -> str:
+    """A summary.json figure in its unit's format, read off its name: ``*_ms`` milliseconds, ``*_rate`` a share,
+    ``request_*`` requests/s, ``*_throughput`` tokens/s, anything else :func:`number`."""
+    if key.endswith("_ms"):
+        return ms(x)
+    if key.endswith("_rate"):
+        return share(x)
+    if key.startswith("request_") or key.endswith("requests_per_s"):
+        return per_s(x)
+    if key.endswith("throughput") or "tokens_per_s" in key:
+        return tok_s(x)
+    return number(x)

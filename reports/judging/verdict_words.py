@@ -8,10 +8,19 @@ FILE)``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from reports.judging.formats import slo_value
 from reports.judging.slo import SloResult, SloSpec, load_slo_spec
 
-__all__ = ["DEFAULT_CHECK_HINT", "default_check_sentence", "is_default_spec", "slo_sentence", "verdict_title"]
+__all__ = [
+    "DEFAULT_CHECK_HINT",
+    "default_check_sentence",
+    "is_default_spec",
+    "slo_sentence",
+    "target_verdict",
+    "verdict_title",
+]
 
 #: what a run judged by the default check lacks, and how to give it
 DEFAULT_CHECK_HINT = "no latency SLOs given; --slo FILE"
@@ -64,3 +73,12 @@ def verdict_title(verdict: str, *, default_check: bool = False, sweep: bool = Fa
         return "Default check failed"
     return {"passed": "SLOs held", "failed": "SLOs failed", "incomplete": "Run incomplete",
             "unreliable": "Timing not trustworthy"}.get(verdict, "Run failed")  # fmt: skip
+
+
+def target_verdict(block: dict[str, Any], *, default_check: bool = False) -> str:
+    """An A/B target's verdict (its block of summary.json's ``targets``): ``SLOs held``, ``FAIL: 4 of 12
+    SLOs``, or with no ``--slo``, ``default check held`` / ``default check FAILED``."""
+    held = block.get("verdict") == "passed"
+    if default_check:
+        return "default check held" if held else "default check FAILED"
+    return "SLOs held" if held else f"FAIL: {block.get('slos_failed', 0)} of {block.get('slos', 0)} SLOs"

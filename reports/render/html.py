@@ -4,6 +4,7 @@ the other figures are inlined as PNG."""
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 from typing import Any
@@ -11,10 +12,13 @@ from typing import Any
 import jinja2
 
 from reports.data.rundir import RunData
+from reports.judging import formats
+from reports.judging.formats import slo_value
 from reports.judging.quality import CONSISTENCY_METRIC, is_quality_metric
 from reports.judging.slo import SloResult, SloSpec, judged_mask
 from reports.judging.summary import PERCENTILES, RunSummary, timing_violations
 from reports.judging.targets import COMPARED
+from reports.judging.verdict_words import target_verdict, verdict_title
 from reports.render.charts import page_json, script_assets
 from reports.render.distributions import distribution_charts
 from reports.render.timeseries import timeseries_charts
@@ -43,18 +47,17 @@ _ENV = jinja2.Environment(
     autoescape=True,  # server messages, model names and options are untrusted text
     undefined=jinja2.StrictUndefined,
 )
-
-
-def _num(x: Any) -> str:
-    if x is None or (isinstance(x, float) and x != x):
-        return "—"
-    if isinstance(x, float):
-        return f"{x:,.1f}" if abs(x) >= 100 else f"{x:.3g}"
-    return str(x)
-
-
-def _pct(x: Any) -> str:
-    return "—" if x is None else f"{x:.2%}"
+#: the page's number formats, one per unit (reports/judging/formats.py), as the templates call them
+_FORMATS = {
+    "num": formats.number,
+    "pct": formats.share,
+    "count": formats.count,
+    "tokens": formats.tokens,
+    "ms": formats.ms,
+    "per_s": formats.per_s,
+    "tok_s": formats.tok_s,
+    "by_key": formats.by_key,
+}
 
 
 def render_report(run: RunData, spec: SloSpec, summary: RunSummary) -> str:
@@ -95,6 +98,7 @@ def render_report(run: RunData, spec: SloSpec, summary: RunSummary) -> str:
         for wid, info in meta.workers_lost.items()
     ]
     rows = headline_rows(summary)
+    title = verdict_title(summary.verdict, default_check=summary.default_check, sweep=bool(summary.sweep))
     agent = agent_view(run, summary, mask, t0)
     quality = quality_view(run, spec, summary, mask, t0)
     sections = (agent.over_time if agent else []) + (quality.over_time if quality else [])
@@ -138,19 +142,12 @@ def render_report(run: RunData, spec: SloSpec, summary: RunSummary) -> str:
         agent=agent,
         cache_rows=cache_rows(summary),
         quality=quality,
-        num=_num,
-        pct=_pct,
-        count=_count,
-        tokens=_tokens,
+        verdict_title=title,
+        # the banner's title already says "Default check held": the reason goes on from there
+        verdict_reason=summary.reason.removeprefix(title.lower() + ": "),
+        target_verdict=functools.partial(target_verdict, default_check=summary.default_check),
+        **_FORMATS,
     )
-
-
-def _count(x: Any) -> str:
-    return "—" if x is None else f"{int(x):,}"
-
-
-def _tokens(x: Any) -> str:
-    return "—" if x is None or x != x else f"{float(x):,.0f}"
 
 
 def _slo_row(r: SloResult) -> dict[str, str]:
@@ -158,9 +155,11 @@ def _slo_row(r: SloResult) -> dict[str, str]:
     in percentage points: a relative margin says -100% for 0 errors against 1%, which reads as a failure."""
     if r.metric in ("error_rate", CONSISTENCY_METRIC) or is_quality_metric(r.metric):
         margin = "" if r.measured is None else f"{(r.measured - r.threshold) * 100:+.2f} pp"
-        return {"target": f"{r.op} {r.threshold:.2%}", "measured": _pct(r.measured), "margin": margin}
-    margin = "" if r.margin_pct is None else f"{r.margin_pct:+.1f}%"
-    return {"target": f"{r.op} {_num(r.threshold)}", "measured": _num(r.measured), "margin": margin}
+    else:
+        margin = "" if r.margin_pct is None else f"{r.margin_pct:+.1f}%"
+    measured = "—" if r.measured is None else slo_value(r.metric, r.measured)
+    target = f"{r.op} {slo_value(r.metric, r.threshold, threshold=True)}"
+    return {"target": target, "measured": measured, "margin": margin}
 
 
 def _fidelity_rows(summary: RunSummary) -> list[tuple[str, list[str]]]:

@@ -18,6 +18,7 @@ import numpy as np
 
 from reports.data.columns import dropped_nan, selected, workloads_in
 from reports.data.rundir import RunData, run_from_records
+from reports.judging.formats import number, per_s, slo_value, tok_s
 from reports.judging.slo import SloSpec, goodput, per_request_spec
 from reports.judging.targets import evaluate_each_target
 from reports.render.plots import figure_png
@@ -38,7 +39,7 @@ from workloads.rundir import (
 
 log = logging.getLogger("tokenstorm")
 
-__all__ = ["SweepView", "measure_sweep_level", "sweep_block", "sweep_view"]
+__all__ = ["LevelRow", "SweepView", "level_rows", "measure_sweep_level", "sweep_block", "sweep_view", "workload_rows"]
 
 _COLUMNS = {"ttft": "ttft_s", "itl": "itl", "e2e": "e2e_s"}
 
@@ -99,22 +100,99 @@ def _latency_ms(run: RunData) -> tuple[dict[str, dict[str, dict[str, float | Non
     for w in workloads_in(df, ok):
         sel = ok & (df["workload"] == w).to_numpy()
         counts[str(w)] = int(sel.sum())
-        block: dict[str, dict[str, float | None]] = {}
-        for name in SWEEP_METRICS:
-            col = _COLUMNS[name]
-            values: np.ndarray | ItlHistogram = run.itl_values(sel) if col == "itl" else dropped_nan(
-                selected(df, col, sel))  # fmt: skip
-            if not values.size:
-                block[name] = {f"p{p}": None for p in SWEEP_PERCENTILES}
-                continue
-            ps = [float(p) for p in SWEEP_PERCENTILES]
-            qs = values.percentiles(ps) if isinstance(values, ItlHistogram) else np.percentile(values, ps)
-            block[name] = {f"p{p}": float(q) * 1000 for p, q in zip(SWEEP_PERCENTILES, qs, strict=True)}
-        out[str(w)] = block
+        out[str(w)] = _percentiles_ms(run, sel)
     return out, counts
 
 
+def _percentiles_ms(run: RunData, sel: np.ndarray) -> dict[str, dict[str, float | None]]:
+    """ttft/itl/e2e -> p50/p95/p99 in ms of the requests ``sel`` selects (successful ones)."""
+    df = run.requests
+    block: dict[str, dict[str, float | None]] = {}
+    for name in SWEEP_METRICS:
+        col = _COLUMNS[name]
+        values: np.ndarray | ItlHistogram = run.itl_values(sel) if col == "itl" else dropped_nan(selected(df, col, sel))
+        if not values.size:
+            block[name] = {f"p{p}": None for p in SWEEP_PERCENTILES}
+            continue
+        ps = [float(p) for p in SWEEP_PERCENTILES]
+        qs = values.percentiles(ps) if isinstance(values, ItlHistogram) else np.percentile(values, ps)
+        block[name] = {f"p{p}": float(q) * 1000 for p, q in zip(SWEEP_PERCENTILES, qs, strict=True)}
+    return block
+
+
 # -- the outputs ---------------------------------------------------------------------------------
+@dataclass
+class LevelRow:
+    """One row of the sweep's first-screen table: a level, or one workload of it (``workload`` set)."""
+
+    level: SweepLevel
+    workload: str  # "" for the level's own row (every workload of it together)
+    #: ttft/itl/e2e -> p50/p95/p99 in ms (None: no successful request)
+    latency_ms: dict[str, dict[str, float | None]]
+    requests: int  # the successful judged requests behind the percentiles
+    knee: bool = False
+
+    @property
+    def low(self) -> list[str]:
+        """The percentiles of TTFT and E2E from too few requests to be a tail (``["p95", "p99"]``)."""
+        return [f"p{p}" for p, least in SWEEP_MIN_REQUESTS.items() if self.requests < least]
+
+    def broken(self) -> list[str]:
+        """What the level broke, each SLO with its measured figure in its unit (the level's row only)."""
+        out = [] if self.level.timing_trustworthy else [self.level.timing_reason or "timing not trustworthy"]
+        out += [sweep_slo_words(v) for v in self.level.slos if not v.passed]
+        return out if out or self.level.requests else ["no judged requests"]
+
+
+def sweep_slo_words(verdict: SweepVerdict) -> str:
+    """``code ttft_ms p95 412 ms vs <= 250 ms``: a level's SLO as sweep.json names it, measured in its unit."""
+    words = verdict.target.split()
+    metric = next((w for w in words if w.endswith("_ms") or w in ("error_rate", "gpu_memory_gb")), "")
+    try:
+        bound = float(words[-1])
+    except (ValueError, IndexError):
+        return f"{verdict.target} (measured {number(verdict.measured)})"
+    head = " ".join(words[:-2])
+    return f"{head} {slo_value(metric, verdict.measured)} vs {words[-2]} {slo_value(metric, bound, threshold=True)}"
+
+
+def level_rows(run: RunData, levels: list[SweepLevel], knee: SweepLevel | None) -> list[LevelRow]:
+    """Each level's row, its percentiles over every workload of it together — from the run's records that
+    started in the level's judged half, as the level was judged; one workload's straight from sweep.json."""
+    rows = []
+    for level in levels:
+        only = list(level.latency_ms)
+        if len(only) <= 1:
+            w = only[0] if only else ""
+            latency = level.latency_ms.get(w, {})
+            n = level.latency_requests.get(w, level.requests) if only else 0
+        else:
+            latency, n = _pooled_latency_ms(run, level)
+        rows.append(LevelRow(level, "", latency, n, knee is not None and level.users == knee.users))
+    return rows
+
+
+def workload_rows(levels: list[SweepLevel]) -> list[LevelRow]:
+    """Each level's workloads, each its own percentiles (sweep.json's): empty when a level has only one."""
+    if all(len(level.latency_ms) <= 1 for level in levels):
+        return []
+    return [
+        LevelRow(level, w, block, level.latency_requests.get(w, level.requests))
+        for level in levels
+        for w, block in sorted(level.latency_ms.items())
+    ]
+
+
+def _pooled_latency_ms(run: RunData, level: SweepLevel) -> tuple[dict[str, dict[str, float | None]], int]:
+    df = run.requests
+    if not len(df):
+        return {}, 0
+    start = df["start_epoch_s"].to_numpy(dtype=float)
+    ok = df["ok"].fillna(False).astype(bool).to_numpy()
+    sel = ok & (start >= level.judged_from_epoch_s) & (start < level.judged_to_epoch_s)
+    return _percentiles_ms(run, sel), int(sel.sum())
+
+
 @dataclass
 class SweepView:
     """What the report's sweep section shows."""
@@ -124,6 +202,9 @@ class SweepView:
     knee: SweepLevel | None
     png: str  # against offered load: throughput, goodput, requests per level, latency
     achieved_png: str  # latency against achieved requests/s
+    #: the first-screen table: each level, every workload together; then each workload of each level
+    rows: list[LevelRow] = field(default_factory=list)
+    workload_rows: list[LevelRow] = field(default_factory=list)
     #: a percentile from fewer requests than this is flagged low-sample (``p95``: 20, ``p99``: 100)
     min_requests: dict[int, int] = field(default_factory=lambda: dict(SWEEP_MIN_REQUESTS))
 
@@ -152,7 +233,8 @@ def sweep_view(run: RunData, spec: SloSpec) -> SweepView | None:
     levels = sorted(result.levels, key=lambda level: level.users)
     knee = sweep_knee(levels)
     offered, achieved = sweep_figures(levels, knee, spec)
-    return SweepView(result, levels, knee, figure_png(offered), figure_png(achieved))
+    rows = level_rows(run, levels, knee)
+    return SweepView(result, levels, knee, figure_png(offered), figure_png(achieved), rows, workload_rows(levels))
 
 
 def _read(run: RunData) -> SweepResult | None:
@@ -180,9 +262,11 @@ def sweep_verdict(block: dict[str, Any]) -> tuple[str, str]:
     partial = "" if block.get("complete") else " (the sweep was stopped before its last level: a lower bound)"
     if untrusted is not None:
         partial = f" ({stopped}: a lower bound)"
-    return "passed", (f"sweep: goodput knee {block['knee_users']} users, {block['knee_requests_per_s']:.3g} req/s, "
-                      f"{block['knee_output_tokens_per_s']:.0f} output tok/s with every per-request SLO met"
-                      f"{partial}; the SLO table pools every level")  # fmt: skip
+    knee = f"{block['knee_users']} users, {per_s(block['knee_requests_per_s'])} req/s"
+    return "passed", (
+        f"sweep: goodput knee {knee}, {tok_s(block['knee_output_tokens_per_s'])} output tok/s with every "
+        f"per-request SLO met at it and every level below (each level judged on its own requests){partial}"
+    )
 
 
 def sweep_block(run: RunData) -> dict[str, Any] | None:

@@ -204,7 +204,7 @@ def test_margins_slo_source_and_options_read_as_words(tmp_path: Path) -> None:
     build_report(run_dir)
     html = (run_dir / "report.html").read_text()
     # 0 errors against at most 1%: 1 percentage point of headroom, not "-100.0%"
-    assert "-100.0%" not in html and "-1.00 pp" in html and "&lt;= 1.00%" in html
+    assert "-100.0%" not in html and "-1.00 pp" in html and "&lt;= 1%" in html
     assert "&lt;default&gt;" not in html and "default: run error rate ≤ 1%" in html
     table = html.split('id="options"')[1].split("</table>")[0]
     assert "<code>-u/--users</code></th><td><code>8</code>" in table

@@ -60,7 +60,7 @@ def test_the_report_shows_the_sweep_and_summary_json_names_the_knee(tmp_path: Pa
     result = build_report(run_dir, SPEC)
     html = result.report.read_text()
     assert 'id="sweep"' in html and "Goodput knee: 2 users" in html
-    assert "chat e2e_ms max &lt;= 1000 (measured 1,400.0)" in html  # the target a level broke, named
+    assert "chat e2e_ms max 1,400 ms vs &lt;= 1,000 ms" in html  # the target a level broke, named in its unit
     sweep = json.loads(result.summary_json.read_text())["sweep"]
     assert (sweep["knee_users"], sweep["complete"]) == (2, True)
     assert sweep["knee_requests_per_s"] == pytest.approx(1.1)  # all 11 ended in the window
