@@ -40,7 +40,13 @@ def test_compare_page_shows_the_answer_and_context_first_in_chromium(tmp_path: P
         page.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file:")
                    else (problems.append(route.request.url), route.abort()))  # fmt: skip
         page.goto(page_path.as_uri())
-        first_screen = {s: page.locator(f"#{s}").bounding_box() for s in ("baseline", "verdict", "load-differs")}
+        first_screen = {
+            s: page.locator(f"#{s}").bounding_box()
+            for s in ("baseline", "verdict", "load-differs", "legend", "sentences")
+        }
+        sentence = page.locator("#sentences li").first.inner_text()
+        n_row = page.locator("#headline tr.n").first.inner_text()
+        wide = page.evaluate("document.documentElement.scrollWidth")
         verdict = page.locator("#verdict").inner_text()
         header = page.locator("#context thead").inner_text()
         font = page.evaluate("getComputedStyle(document.body).fontFamily")
@@ -53,7 +59,10 @@ def test_compare_page_shows_the_answer_and_context_first_in_chromium(tmp_path: P
     for name, box in first_screen.items():
         assert box is not None and box["y"] + box["height"] <= 900, name  # above the fold
     assert verdict.startswith("REGRESSION") and "LOAD DIFFERED" in verdict
-    assert "bs16 (baseline)" in header and "guidellm-0.8.1-concurrent4.json" in header
+    assert sentence.startswith("B vs A: worse: TTFT p50 +40.0%")  # the summary first, as on the console
+    assert n_row.split() == ["n", "requests", "n=40", "n=40", "n=40", "n=40"], n_row  # each file's own count
+    assert wide <= 1400
+    assert "A · bs16 (baseline)" in header and "D · guidellm-0.8.1-concurrent4.json" in header
     assert "system-ui" in font  # styled like the report, not the default serif
     assert block_size.split() == ["cache_config", "block_size", "16", "32", "—", "—"]
     assert sections == [1, 1, 1, 1, 1]
