@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from reports.judging.formats import ms
 from workloads.rundir import (
     FIDELITY_MAX_LATE_SHARE,
     FIDELITY_MAX_LOOP_LAG_P99_MS,
@@ -183,7 +184,7 @@ _CAUSES: tuple[tuple[str, float, Callable[[str, float, str], str]], ...] = (
      lambda w, v, up: f"load generator {w} used {up}{v:.0f}% of a core: add load-generator processes "
                       "(--processes N)"),
     ("loop_lag_p99_ms", LOOP_LAG_P99_MS,
-     lambda w, v, up: f"event loop of {w} lagged {up}{v:.3g} ms (p99): work between reads delayed them"),
+     lambda w, v, up: f"event loop of {w} lagged {up}{ms(v)} ms (p99): work between reads delayed them"),
 )  # fmt: skip
 
 
@@ -224,11 +225,11 @@ def _per_worker(load: Iterable[LoadSample]) -> dict[str, dict[str, float | None]
 
 
 def _reason(f: Fidelity, worst_loop_lag: float | None, loop_ok: bool) -> str:
-    lag = "" if f.read_lag_p99_ms is None else f", read lag p99 {f.read_lag_p99_ms:.2g} ms"
+    lag = "" if f.read_lag_p99_ms is None else f", read lag p99 {ms(f.read_lag_p99_ms)} ms"
     unstamped = ""
     if f.unstamped_records:
         judged = "not judged (no event-loop lag samples)" if worst_loop_lag is None else \
-            f"event-loop lag p99 {worst_loop_lag:.3g} ms (bound {FIDELITY_MAX_LOOP_LAG_P99_MS:g} ms)"  # fmt: skip
+            f"event-loop lag p99 {ms(worst_loop_lag)} ms (bound {FIDELITY_MAX_LOOP_LAG_P99_MS:g} ms)"  # fmt: skip
         unstamped = f"{f.unstamped_records:,} records read without kernel stamps: {judged}"
     if f.trustworthy:
         on_time = "" if f.late_share is None else f"{_share(1 - f.late_share)} of {f.events:,} token events and "

@@ -46,7 +46,7 @@ def test_a_half_percent_late_run_is_trustworthy_and_says_how_much_was_on_time() 
     assert (fid.events, fid.late_events, fid.ttft_records, fid.ttft_late) == (10_000, 50, 100, 0)
     assert fid.late_share == 0.005 and fid.read_lag_p99_ms is not None and abs(fid.read_lag_p99_ms - 0.1) < 1e-9
     assert fid.reason == ("timing trustworthy: 99.5% of 10,000 token events and 100% of TTFTs read on time, "
-                          "read lag p99 0.1 ms")  # fmt: skip
+                          "read lag p99 0.10 ms")  # fmt: skip
     assert fid.limited_by == []
 
 
@@ -85,7 +85,7 @@ def test_late_events_bunched_into_a_few_streams_break_it_though_their_share_is_s
     assert fid.late_share == 0.012 and (fid.read_at_once, fid.read_at_once_share) == (2, 0.02)
     assert not fid.trustworthy
     assert ("2 of 100 streams (2%) read at once, more than half of their gaps late (bound 1%): their ITL and "
-            "TPOT are not the server's, read lag p99 0.1 ms") in fid.reason  # fmt: skip
+            "TPOT are not the server's, read lag p99 0.10 ms") in fid.reason  # fmt: skip
     # One of a hundred is at the bound; the same 120 late events spread thinly cost a gap each.
     records.loc[1, "late_events"] = 0.0
     assert evaluate_fidelity(records, []).trustworthy
@@ -119,13 +119,13 @@ def test_records_without_kernel_stamps_are_judged_by_the_event_loop_lag() -> Non
     lagging = [clock_sample(float(t), local={"loop_lag_p99_ms": 12.0 if t == 3 else 6.0}) for t in range(4)]
     fid = evaluate_fidelity(records, lagging)
     assert not fid.trustworthy and fid.unstamped_records == 40
-    assert "40 records read without kernel stamps" in fid.reason and "7.5 ms (bound 5 ms)" in fid.reason
-    assert "event loop of local lagged 7.5 ms (p99)" in fid.reason
+    assert "40 records read without kernel stamps" in fid.reason and "7.50 ms (bound 5 ms)" in fid.reason
+    assert "event loop of local lagged 7.50 ms (p99)" in fid.reason
     # One bad second (a segment rotated) in a quiet run is not a lagging loop: the run's mean counts.
     hiccup = [clock_sample(float(t), local={"loop_lag_p99_ms": 12.0 if t == 3 else 0.3}) for t in range(10)]
     assert evaluate_fidelity(records, hiccup).trustworthy
     quiet = evaluate_fidelity(records, [clock_sample(1.0, local={"loop_lag_p99_ms": 2.0})])
-    assert quiet.trustworthy and "event-loop lag p99 2 ms" in quiet.reason
+    assert quiet.trustworthy and "event-loop lag p99 2.00 ms" in quiet.reason
     # The same loop lag does not matter when every record was kernel-stamped: lateness is seen per event.
     assert evaluate_fidelity(frame(), lagging).trustworthy
 
