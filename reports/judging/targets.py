@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from reports.data.rundir import RunData
+from reports.judging.formats import ms
 from reports.judging.slo import SloResult, SloSpec, evaluate, judged_mask
 
 __all__ = ["COMPARED", "compare_targets", "evaluate_each_target", "target_labels", "target_mask"]
@@ -104,7 +105,7 @@ def compare_targets(run: RunData, blocks: dict[str, dict[str, Any]], results: li
     if slowest is not None and fastest is not None and slowest != fastest:
         ratio = timed[slowest] / timed[fastest] if timed[fastest] else None
         out["slower_by_pct"] = None if ratio is None else (ratio - 1) * 100
-        out["sentence"] = (f"{slowest} is slower: E2E p50 {timed[slowest]:.0f} ms vs {timed[fastest]:.0f} ms on "
+        out["sentence"] = (f"{slowest} is slower: E2E p50 {ms(timed[slowest])} ms vs {ms(timed[fastest])} ms on "
                            f"{fastest}" + ("" if ratio is None else f" (+{(ratio - 1) * 100:.0f}%)"))  # fmt: skip
     elif slowest is not None:
         out["sentence"] = "the targets' E2E p50 is the same"
