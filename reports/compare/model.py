@@ -107,6 +107,7 @@ def fmt_delta(key: str, delta: float | None) -> str:
     """A delta against the baseline: percent, or percentage points for a rate (errors, prefix-cache hits)."""
     if delta is None:
         return ""
+    delta = delta if round(delta, 1) else 0.0  # no "-0.0%"
     return f"{delta:+.1f}pp" if key in RATES else f"{delta:+.1f}%"
 
 

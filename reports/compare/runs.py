@@ -7,8 +7,12 @@ run gives one column per target) or another tool's result file (``vllm bench ser
 the baseline is given in percent (error rate: percentage points); a latency or error-rate metric
 that grew, or a throughput that fell, by more than ``threshold_pct`` is a regression. A column of
 an A/B target is compared with the baseline run's column of the same target where it has one.
-Before the figures: each run's context (tool, users, shape, target, model, SIMULATED, verdict,
-timing fidelity), a warning when the load differed, and what differs in the deployment.
+Each figure carries its sample size (requests, sessions, tool calls, answers checked), and a delta from
+few samples is marked. What is said first (:mod:`reports.compare.headline`): the runs labelled A, B, ...
+with their whole names and status, a warning when the load differed, one sentence per run against its
+baseline; then the headline figures, what differs in the deployment, each run's context (tool, users,
+shape, target, model, SIMULATED, verdict, timing fidelity) and every figure (:mod:`reports.compare.text`,
+:mod:`reports.compare.html`).
 """
 
 from __future__ import annotations
