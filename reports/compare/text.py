@@ -159,7 +159,9 @@ def comparison_text(c: Any, details: bool = False) -> str:
     )
     out = [f"tokenstorm compare: {len(c.runs)} runs, {c.labels[c.baseline]} the baseline", *_legend(c), ""]
     if c.load_diffs:  # before any figure: it says what the deltas cannot be read as
-        out += fit("LOAD DIFFERS: these runs did not offer the same load, so their deltas are not the deployment's alone:")
+        out += fit(
+            "LOAD DIFFERS: these runs did not offer the same load, so their deltas are not the deployment's alone:"
+        )
         for line in c.load_diffs:
             out += fit(line, indent="    ", first="  - ")
         out.append("")
