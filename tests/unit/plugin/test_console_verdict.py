@@ -1,6 +1,7 @@
 """The console's last lines: the report's path, the timing fidelity, then the verdict — UNRELIABLE with exit
-code 5 when the load generator read late, whatever the SLOs said — printed as a block, with no log prefix. The outputs are built as at the end of a run
-(``lifecycle._build_outputs``), in a process of its own (Locust patches the standard library)."""
+code 5 when the load generator read late, whatever the SLOs said — printed as a block, with no log prefix.
+The outputs are built as at the end of a run (``lifecycle._build_outputs``), in a process of its own
+(Locust patches the standard library)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def _sentences(lines: list[str]) -> list[str]:
     """The block's lines with a wrapped sentence's continuation (indented two spaces) joined to it."""
     out: list[str] = []
     for line in lines:
-        level, _, text = line.partition(" ")
+        _level, _, text = line.partition(" ")
         if text.startswith("  ") and out:
             out[-1] += " " + text.strip()
         else:
@@ -53,7 +54,7 @@ def _run(tmp_path: Path, late_every: int) -> Path:
 
 def test_a_run_read_on_time_says_so_before_its_verdict(tmp_path: Path) -> None:
     *_, report, timing, verdict, code = _sentences(_last_lines(_run(tmp_path, 0)))
-    on_time = "100% of 2,040 token events and 100% of TTFTs read on time, read lag p99 0.3 ms"
+    on_time = "100% of 2,040 token events and 100% of TTFTs read on time, read lag p99 0.30 ms"
     assert report.startswith("INFO report ") and report.endswith("report.html"), report
     assert timing == f"INFO timing trustworthy: {on_time}"
     assert verdict.startswith("INFO PASSED — ") and verdict.endswith("(exit code 0)")

@@ -17,8 +17,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from ...rundir import ErrorCategory
-from ..web.live import POINT_WINDOW_S, percentile
+from ...rundir import ErrorCategory, LoadSample, RunMeta
+from ..web.live import POINT_WINDOW_S, fidelity_status, percentile
 
 __all__ = [
     "SHIP_LAG_S",
@@ -28,6 +28,7 @@ __all__ = [
     "Timing",
     "clock_text",
     "errors_text",
+    "judge_timing",
     "plain_line",
     "time_text",
     "timing_text",
@@ -79,6 +80,7 @@ class Timing:
     """The live timing-fidelity judgement: ``status`` pass, fail, warn, wait or no data
     (:func:`..web.live.live_fidelity`), and what it says."""
 
+    #: pass, fail, warn, wait or no data (:func:`..web.live.live_fidelity`)
     status: str
     note: str
 
@@ -151,6 +153,22 @@ def window_figures(
     }
 
 
+def judge_timing(
+    rows: list[dict[str, Any]],
+    clock: dict[str, dict[str, float | None]],
+    now: float,
+    started_epoch_s: float | None,
+    load: list[LoadSample],
+) -> Timing:
+    """The web UI's live timing-fidelity judgement (:func:`..web.live.fidelity_status`) of ``rows``, the
+    newest records, with the load generators' latest ``clock`` figures and their ``load`` samples."""
+    from reports import run_from_records  # loaded at start-up already (the SLO file's check)
+
+    run = run_from_records(rows, RunMeta(status="running", started_epoch_s=started_epoch_s))
+    row = fidelity_status(run.requests, clock, now, load)
+    return Timing(str(row["status"]), str(row["note"]))
+
+
 def clock_text(seconds: float) -> str:
     """``75.2`` -> ``1:15``; ``3700`` -> ``1:01:40``."""
     total = max(0, math.floor(seconds))
@@ -184,15 +202,16 @@ def errors_text(p: Progress) -> str:
 
 
 def timing_text(p: Progress) -> str:
-    """``timing ok``, ``timing: no data yet``, ``timing: too few late reads to judge yet``, ``timing in
-    doubt: <why, no cause seen>`` or ``TIMING NOT TRUSTWORTHY: <why>`` (the web UI's live states)."""
-    if p.timing.status == "pass":
+    """The web UI's live timing status in words: ``timing ok``, ``TIMING NOT TRUSTWORTHY: <why>``, ``timing:
+    late reads, no cause seen``, ``timing: too few late reads to judge yet``, or ``timing: no data yet``."""
+    status = p.timing.status
+    if status == "pass":
         return "timing ok"
-    if p.timing.status == "fail":
-        return f"TIMING NOT TRUSTWORTHY: {p.timing.note}"
-    if p.timing.status == "warn":
-        return f"timing in doubt: {p.timing.note}"
-    if p.timing.status == "wait":
+    if status == "fail":
+        return f"TIMING NOT TRUSTWORTHY: {p.timing.note.removeprefix('timing NOT trustworthy: ')}"
+    if status == "warn":
+        return "timing: late reads, no cause seen"
+    if status == "wait":
         return "timing: too few late reads to judge yet"
     return "timing: no data yet"
 
@@ -206,21 +225,15 @@ def ttft_text(p: Progress) -> str:
 def plain_line(p: Progress) -> str:
     """One progress line: time, users, req/s, tok/s, TTFT, errors, timing. Past ``LINE_CHARS`` characters
     tok/s is left out, then the timing verdict's reason is cut (its verdict words stay)."""
-    parts = [
-        time_text(p),
-        f"{p.users:,} users",
-        f"{_num(p.requests_per_s, 1)} req/s",
-        f"{_num(p.output_tokens_per_s)} tok/s",
-        ttft_text(p),
-        errors_text(p),
-        timing_text(p),
-    ]
-    line = " · ".join(parts)
+    rates = [f"{p.users:,} users", f"{_num(p.requests_per_s, 1)} req/s", f"{_num(p.output_tokens_per_s)} tok/s"]
+    figures = ", ".join([*rates, ttft_text(p)])
+    line = " · ".join([time_text(p), figures, errors_text(p), timing_text(p)])
     if len(line) > LINE_CHARS:
-        del parts[3]
-        line = " · ".join(parts)
+        figures = ", ".join([*rates[:2], ttft_text(p)])
+        line = " · ".join([time_text(p), figures, errors_text(p), timing_text(p)])
     if len(line) > LINE_CHARS and p.timing.status == "fail":
-        head = " · ".join(parts[:-1]) + " · TIMING NOT TRUSTWORTHY"
+        head = " · ".join([time_text(p), figures, errors_text(p), "TIMING NOT TRUSTWORTHY"])
         room = LINE_CHARS - len(head) - 3
-        line = head + (f": {p.timing.note[:room]}…" if room >= 12 else "")
+        note = timing_text(p).removeprefix("TIMING NOT TRUSTWORTHY: ")
+        line = head + (f": {note[:room]}…" if room >= 20 else "")
     return line

@@ -23,8 +23,8 @@ from typing import Any
 import gevent
 from locust.env import Environment
 
-from ...rundir import RunMeta
-from ..web.live import fidelity_status
+from ...rundir import LOAD_FILE
+from ..web.server_history import LoadHistory
 from . import locust_compat
 from .context import RunContext
 from .progress import (
@@ -33,6 +33,7 @@ from .progress import (
     Progress,
     Timing,
     errors_text,
+    judge_timing,
     plain_line,
     time_text,
     timing_text,
@@ -53,16 +54,6 @@ def console_logger() -> logging.Logger:
     """The logger Locust prints its own tables with: its lines carry no log prefix and go where
     Locust's tables go (the terminal's stderr, and the web UI's log tab)."""
     return logging.getLogger("locust.stats_logger")
-
-
-def _judge_timing(
-    rows: list[dict[str, Any]], clock: dict[str, dict[str, float | None]], now: float, started_epoch_s: float | None
-) -> Timing:
-    from reports import run_from_records  # loaded at start-up already (the SLO file's check)
-
-    run = run_from_records(rows, RunMeta(status="running", started_epoch_s=started_epoch_s))
-    row = fidelity_status(run.requests, clock, now)
-    return Timing(str(row["status"]), str(row["note"]))
 
 
 def measure(environment: Environment, ctx: RunContext, timing: Timing, now: float | None = None) -> Progress:
@@ -111,6 +102,7 @@ class ProgressPrinter:
         self.ctx = ctx
         self.live = sys.stdout.isatty() if live is None else live
         self.timing = Timing("no data", "")
+        self._load = LoadHistory()  # the load generators' clock samples of the window judged
         self._greenlet: gevent.Greenlet[Any, Any] | None = None
         self._display: Any = None  # rich.live.Live while it is up
         self._swapped: list[tuple[logging.StreamHandler[Any], Any]] = []
@@ -155,9 +147,11 @@ class ProgressPrinter:
         if not rows:
             return
         clock = {worker: dict(figures) for worker, figures in ctx.clock_by_worker.items()}
+        now = time.time()
+        load = self._load.read(ctx.run_dir / LOAD_FILE if ctx.run_dir is not None else None, now)
         pool = gevent.get_hub().threadpool
         try:
-            self.timing = pool.apply(_judge_timing, (rows, clock, time.time(), ctx.started_epoch_s))
+            self.timing = pool.apply(judge_timing, (rows, clock, now, ctx.started_epoch_s, load))
         except Exception as exc:  # the progress goes on; it says why it has no timing verdict
             self.timing = Timing("no data", f"not judged: {exc!r}"[:200])
 
@@ -230,13 +224,19 @@ def _renderable(p: Progress) -> Any:
     errors = f"{p.requests:,} requests, {errors_text(p)}"
     if p.recent_errors:
         errors += f"; {p.recent_errors:,} in the last {WINDOW_S:g} s"
-    timing_style = {"pass": "green", "fail": "bold red"}.get(p.timing.status, "dim")
+    timing_style = {"pass": "green", "fail": "bold red", "warn": "yellow"}.get(p.timing.status, "dim")
     lines: list[Any] = [
         head,
         Text(rates, no_wrap=True, overflow="ellipsis"),
         Text(errors, style="bold red" if p.errors else "", no_wrap=True, overflow="ellipsis"),
-        Text(timing_text(p), style=timing_style, no_wrap=True, overflow="ellipsis"),
+        Text(_timing_words(p), style=timing_style, no_wrap=True, overflow="ellipsis"),
     ]
     if p.simulated:
         lines.append(Text("SIMULATED — the built-in emulator, not a real server", style="yellow"))
     return Group(*lines)
+
+
+def _timing_words(p: Progress) -> str:
+    """The live display's timing line: the status, and what the judgement says when it says more."""
+    words = timing_text(p)
+    return f"{words} ({p.timing.note})" if p.timing.status in ("pass", "warn", "wait") and p.timing.note else words
