@@ -10,6 +10,7 @@ from reports.judging.slo import SloSpec, load_slo_spec
 from reports.judging.summary import RunSummary, summarize
 from reports.render.html import render_report
 from reports.render.junit import junit_xml
+from reports.sections.sweep.capacity import capacity_block, capacity_verdict
 from reports.sections.sweep.model import sweep_block, sweep_verdict
 from workloads.rundir import EXIT_CODES, JUNIT_FILE, REPORT_FILE, SUMMARY_FILE, read_run_meta, write_summary
 
@@ -58,6 +59,10 @@ def build_report(run_dir: Path, spec: SloSpec | None = None, run_failed_error_ra
     # generators' too), and each level's timing is judged with the level.
     if summary.sweep is not None and summary.verdict in ("passed", "failed", "unreliable"):
         summary.verdict, summary.reason = sweep_verdict(summary.sweep)
+    # A capacity search stops at the step that broke: its verdict is the highest step that held, not the pool.
+    summary.capacity = capacity_block(run) if summary.sweep is None else None
+    if summary.capacity is not None and summary.verdict in ("passed", "failed", "unreliable"):
+        summary.verdict, summary.reason = capacity_verdict(summary.capacity)
     report = run_dir / REPORT_FILE
     tmp = run_dir / (REPORT_FILE + ".tmp")
     tmp.write_text(render_report(run, spec, summary), encoding="utf-8")

@@ -83,8 +83,13 @@ def number(x: Any) -> str:
 
 
 #: an SLO metric's unit as written after its figure
-_UNITS = {"gpu_memory_gb": " GB", "output_tokens_per_s": " tok/s", "output_tokens_per_s_per_gpu": " tok/s per GPU",
-          "requests_per_s": " req/s", "goodput_requests_per_s": " req/s"}  # fmt: skip
+_UNITS = {
+    "gpu_memory_gb": " GB",
+    "output_tokens_per_s": " tok/s",
+    "output_tokens_per_s_per_gpu": " tok/s per GPU",
+    "requests_per_s": " req/s",
+    "goodput_requests_per_s": " req/s",
+}
 
 
 def slo_value(metric: str, x: float | None, *, threshold: bool = False) -> str:

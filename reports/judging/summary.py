@@ -53,6 +53,8 @@ class RunSummary:
     targets: dict[str, Any] | None = None
     #: sweep runs (sweep.json): the goodput knee and each level's achieved load and verdict
     sweep: dict[str, Any] | None = None
+    #: capacity searches (capacity.json): the highest load that held, and each step's verdict
+    capacity: dict[str, Any] | None = None
     #: how trustworthy the judged requests' timing is (None: not evaluated)
     fidelity: Fidelity | None = None
     #: answer checks' pass rates (reports/judging/quality.py); None: no judged answer was checked
@@ -91,6 +93,8 @@ class RunSummary:
             out["left_out"] = meta.left_out
         if self.sweep is not None:
             out["sweep"] = self.sweep
+        if self.capacity is not None:
+            out["capacity"] = self.capacity
         if self.quality is not None:
             out["quality"] = self.quality
         if self.consistency is not None:  # the counts; the texts compared are the report's

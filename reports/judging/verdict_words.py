@@ -60,19 +60,27 @@ def slo_sentence(result: SloResult) -> str:
     return f"{who}{result.scope} {result.metric} {result.stat} {measured} vs {result.op} {bound}"
 
 
-def verdict_title(verdict: str, *, default_check: bool = False, sweep: bool = False) -> str:
-    """The banner's words for ``verdict`` (summary.json's): a sweep's is its knee, a run judged by the default
-    check says so, otherwise ``SLOs held`` / ``SLOs failed`` / ``Run incomplete`` / ...."""
+def verdict_title(verdict: str, *, default_check: bool = False, sweep: bool = False, capacity: bool = False) -> str:
+    """The banner's words for ``verdict`` (summary.json's): a sweep's is its knee, a capacity search's the step
+    that held, a run judged by the default check says so; otherwise ``SLOs held`` / ``SLOs failed`` / ...."""
     if sweep and verdict == "passed":
         return "Goodput knee found"
     if sweep and verdict == "failed":
         return "No goodput knee"
+    if capacity and verdict == "passed":
+        return "Capacity found"
+    if capacity and verdict == "failed":
+        return "No step held"
     if default_check and verdict == "passed":
         return "Default check held"
     if default_check and verdict == "failed":
         return "Default check failed"
-    return {"passed": "SLOs held", "failed": "SLOs failed", "incomplete": "Run incomplete",
-            "unreliable": "Timing not trustworthy"}.get(verdict, "Run failed")  # fmt: skip
+    return {
+        "passed": "SLOs held",
+        "failed": "SLOs failed",
+        "incomplete": "Run incomplete",
+        "unreliable": "Timing not trustworthy",
+    }.get(verdict, "Run failed")
 
 
 def target_verdict(block: dict[str, Any], *, default_check: bool = False) -> str:

@@ -34,6 +34,7 @@ from reports.sections.headline import (
 )
 from reports.sections.options import option_rows, slo_source
 from reports.sections.quality.view import quality_view
+from reports.sections.sweep.capacity import capacity_view
 from reports.sections.sweep.model import sweep_view
 
 __all__ = ["render_report"]
@@ -98,7 +99,8 @@ def render_report(run: RunData, spec: SloSpec, summary: RunSummary) -> str:
         for wid, info in meta.workers_lost.items()
     ]
     rows = headline_rows(summary)
-    title = verdict_title(summary.verdict, default_check=summary.default_check, sweep=bool(summary.sweep))
+    levels = {"sweep": bool(summary.sweep), "capacity": bool(summary.capacity)}
+    title = verdict_title(summary.verdict, default_check=summary.default_check, **levels)
     agent = agent_view(run, summary, mask, t0)
     quality = quality_view(run, spec, summary, mask, t0)
     sections = (agent.over_time if agent else []) + (quality.over_time if quality else [])
@@ -138,6 +140,7 @@ def render_report(run: RunData, spec: SloSpec, summary: RunSummary) -> str:
         fidelity_rows=_fidelity_rows(summary),
         timing_violations=timing_violations(run),
         sweep=sweep_view(run, spec),
+        capacity=capacity_view(run, spec) if summary.capacity is not None else None,
         compared=_compared_rows(summary),
         agent=agent,
         cache_rows=cache_rows(summary),

@@ -1,5 +1,6 @@
 """JUnit XML: one test case per SLO, so CI systems show which target broke (a ``quality`` target among
-them), one (``tokenstorm.timing_fidelity``) that fails when the run's timing is not trustworthy, and one
+them; a sweep's and a capacity search's: one per level or step instead), one
+(``tokenstorm.timing_fidelity``) that fails when the run's timing is not trustworthy, and one
 (``tokenstorm.quality``) that lists the answers' pass rates (skipped when no answer was checked)."""
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ __all__ = ["junit_xml"]
 
 def junit_xml(summary: RunSummary, suite: str = "tokenstorm.slo") -> str:
     """The JUnit document as a string."""
-    cases = summary.slo_results if summary.sweep is None else []
+    levelled = summary.sweep is not None or summary.capacity is not None  # judged per level / step, not pooled
+    cases = [] if levelled else summary.slo_results
     failures = sum(not r.passed for r in cases)
     root = ET.Element("testsuites")
     tests = len(cases) + 1 + (len(summary.sweep.get("levels") or []) + 1 if summary.sweep is not None else 0)
+    tests += len(summary.capacity.get("steps") or []) + 1 if summary.capacity is not None else 0
     tests += (summary.fidelity is not None) + 1
     ts = ET.SubElement(root, "testsuite", name=suite, tests=str(tests),
                        errors=str(int(summary.verdict == "run_failed")))  # fmt: skip
@@ -32,7 +35,8 @@ def junit_xml(summary: RunSummary, suite: str = "tokenstorm.slo") -> str:
     _quality_case(ts, summary)
     if summary.sweep is not None:  # a sweep: one case per level; those past the knee broke by design
         failures += _sweep_cases(ts, summary.sweep, suite)
-        cases = []
+    if summary.capacity is not None:  # a capacity search: one case per step; the one that broke ended it
+        failures += _capacity_cases(ts, summary.capacity, suite)
     for r in cases:
         name = f"{r.target + ': ' if r.target else ''}{r.scope} {r.metric} {r.stat} {r.op} {r.threshold:g}"
         # A/B: each target's cases apart ('.' splits package and class in CI viewers: not in a label)
@@ -60,14 +64,16 @@ def _fidelity_case(ts: ET.Element, summary: RunSummary) -> int:
         return 0
     case = ET.SubElement(ts, "testcase", classname="tokenstorm", name="timing_fidelity")
     # passed/failed with untrustworthy timing: the run said so but was told not to fail on it
-    warned = not fidelity.trustworthy and summary.verdict in ("passed", "failed") and summary.sweep is None
-    failed = fidelity.measured and not fidelity.trustworthy and summary.sweep is None and not warned
+    levelled = summary.sweep is not None or summary.capacity is not None
+    warned = not fidelity.trustworthy and summary.verdict in ("passed", "failed") and not levelled
+    failed = fidelity.measured and not fidelity.trustworthy and not levelled and not warned
     if not fidelity.measured:
         ET.SubElement(case, "skipped", message=fidelity.reason)
     elif warned:
         ET.SubElement(case, "skipped", message=f"--timing-verdict warn: {fidelity.reason}")
-    elif not fidelity.trustworthy and summary.sweep is not None:
-        ET.SubElement(case, "skipped", message=f"sweep: each level judged apart; pooled: {fidelity.reason}")
+    elif not fidelity.trustworthy and levelled:
+        what = "sweep: each level" if summary.sweep is not None else "capacity search: each step"
+        ET.SubElement(case, "skipped", message=f"{what} judged apart; pooled: {fidelity.reason}")
     elif failed:
         ET.SubElement(case, "failure", message=fidelity.reason)
     ET.SubElement(case, "system-out").text = fidelity.reason  # after the outcome, as the JUnit schema orders
@@ -110,3 +116,22 @@ def _sweep_cases(ts: ET.Element, sweep: dict[str, Any], suite: str) -> int:
             ET.SubElement(case, "skipped", message=f"broke an SLO (past the knee): {out}")
         ET.SubElement(case, "system-out").text = out
     return int(knee is None)
+
+
+def _capacity_cases(ts: ET.Element, capacity: dict[str, Any], suite: str) -> int:
+    """The capacity case (fails when no step held) and one case per step: held, or skipped where it broke."""
+    best = capacity.get("highest_users_that_held")
+    case = ET.SubElement(ts, "testcase", classname=f"{suite}.capacity", name="a step held")
+    if best is None:
+        ET.SubElement(case, "failure", message="no step met every per-request SLO")
+    else:
+        ET.SubElement(case, "system-out").text = f"highest load that held: {best} users"
+    for step in capacity.get("steps") or []:
+        case = ET.SubElement(ts, "testcase", classname=f"{suite}.capacity", name=f"{step['users']} users")
+        measured = (step.get("measured") or {}).items()
+        out = ", ".join(f"{k} {'no data' if v is None else f'{v:.4g}'}" for k, v in measured)
+        if not step["held"]:
+            why = "broke an SLO" if step.get("timing_trustworthy", True) else "timing not trustworthy"
+            ET.SubElement(case, "skipped", message=f"{why} (where the search stopped): {out}")
+        ET.SubElement(case, "system-out").text = out or "no SLO measured"
+    return int(best is None)

@@ -39,7 +39,16 @@ from workloads.rundir import (
 
 log = logging.getLogger("tokenstorm")
 
-__all__ = ["LevelRow", "SweepView", "level_rows", "measure_sweep_level", "sweep_block", "sweep_view", "workload_rows"]
+__all__ = [
+    "LevelRow",
+    "SweepView",
+    "level_rows",
+    "measure_sweep_level",
+    "percentiles_ms",
+    "sweep_block",
+    "sweep_view",
+    "workload_rows",
+]
 
 _COLUMNS = {"ttft": "ttft_s", "itl": "itl", "e2e": "e2e_s"}
 
@@ -100,11 +109,11 @@ def _latency_ms(run: RunData) -> tuple[dict[str, dict[str, dict[str, float | Non
     for w in workloads_in(df, ok):
         sel = ok & (df["workload"] == w).to_numpy()
         counts[str(w)] = int(sel.sum())
-        out[str(w)] = _percentiles_ms(run, sel)
+        out[str(w)] = percentiles_ms(run, sel)
     return out, counts
 
 
-def _percentiles_ms(run: RunData, sel: np.ndarray) -> dict[str, dict[str, float | None]]:
+def percentiles_ms(run: RunData, sel: np.ndarray) -> dict[str, dict[str, float | None]]:
     """ttft/itl/e2e -> p50/p95/p99 in ms of the requests ``sel`` selects (successful ones)."""
     df = run.requests
     block: dict[str, dict[str, float | None]] = {}
@@ -190,7 +199,7 @@ def _pooled_latency_ms(run: RunData, level: SweepLevel) -> tuple[dict[str, dict[
     start = df["start_epoch_s"].to_numpy(dtype=float)
     ok = df["ok"].fillna(False).astype(bool).to_numpy()
     sel = ok & (start >= level.judged_from_epoch_s) & (start < level.judged_to_epoch_s)
-    return _percentiles_ms(run, sel), int(sel.sum())
+    return percentiles_ms(run, sel), int(sel.sum())
 
 
 @dataclass

@@ -24,10 +24,21 @@ def test_a_sweeps_first_screen_shows_the_knee_and_each_levels_percentiles(locust
     slo.write_text("slos:\n  code:\n    ttft_ms: {p95: 250}\n    error_rate: {max: 0.01}\n")
     # 4 sequences at once: 1 and 4 users hold TTFT p95 250 ms, 8 wait a whole request for a slot and break it
     run = locust_runner(
-        "code_completion.py,locustfiles/shape_sweep.py", "--slo", str(slo), "--wait-time", "0", "--max-tokens", "20",
-        "--ignore-eos", "--sweep-levels", "1,4,8", "--sweep-level-time", "4",
-        "--emulator-args", "--max-num-seqs 4 --ttft-ms 100 --itl-ms 10 --prefill-us-per-token 0",
-    )  # fmt: skip
+        "code_completion.py,locustfiles/shape_sweep.py",
+        "--slo",
+        str(slo),
+        "--wait-time",
+        "0",
+        "--max-tokens",
+        "20",
+        "--ignore-eos",
+        "--sweep-levels",
+        "1,4,8",
+        "--sweep-level-time",
+        "4",
+        "--emulator-args",
+        "--max-num-seqs 4 --ttft-ms 100 --itl-ms 10 --prefill-us-per-token 0",
+    )
     assert run.run_dir is not None and (run.run_dir / "report.html").exists(), run.output[-2000:]
     sweep = json.loads((run.run_dir / "sweep.json").read_text())
     assert sweep["knee_users"] == 4, sweep

@@ -33,8 +33,9 @@ def _records() -> list[dict[str, Any]]:
     for k, (chat, code) in enumerate(PLAN.values()):
         lo = 1000.0 + 20 * k
         for w, base in (("chat", chat), ("code", code)):
-            out += [request(0, float(base + rng.exponential(20)), workload=w, start_epoch_s=lo + 0.7 * i)
-                    for i in range(12)]  # fmt: skip
+            out += [
+                request(0, float(base + rng.exponential(20)), workload=w, start_epoch_s=lo + 0.7 * i) for i in range(12)
+            ]
         out.append(request(0, 5000.0, workload="chat", start_epoch_s=lo - 5))  # before the judged half: not here
     return out
 
@@ -42,11 +43,22 @@ def _records() -> list[dict[str, Any]]:
 def _sweep_run(tmp_path: Path) -> tuple[Path, list[dict[str, Any]]]:
     records = _records()
     run_dir = make_run_dir(tmp_path / "run", records, {"status": "finished"})
-    rows = [RequestRecord(**{"endpoint": "/v1/chat/completions", "model": "m", "stream": True, **r}).as_row()
-            for r in records]  # fmt: skip
-    levels = [measure_sweep_level(rows, SPEC, users=u, kind="level", started_epoch_s=1000.0 + 20 * k - 10,
-                                  judged_from_epoch_s=1000.0 + 20 * k, judged_to_epoch_s=1000.0 + 20 * k + 10)
-              for k, u in enumerate(PLAN)]  # fmt: skip
+    rows = [
+        RequestRecord(**{"endpoint": "/v1/chat/completions", "model": "m", "stream": True, **r}).as_row()
+        for r in records
+    ]
+    levels = [
+        measure_sweep_level(
+            rows,
+            SPEC,
+            users=u,
+            kind="level",
+            started_epoch_s=1000.0 + 20 * k - 10,
+            judged_from_epoch_s=1000.0 + 20 * k,
+            judged_to_epoch_s=1000.0 + 20 * k + 10,
+        )
+        for k, u in enumerate(PLAN)
+    ]
     write_sweep(run_dir, SweepResult(20.0, levels, complete=True))
     return run_dir, records
 
@@ -72,8 +84,9 @@ def test_each_level_row_carries_every_workloads_percentiles_of_its_own_requests(
         assert row.latency_ms["itl"]["p50"] == pytest.approx(10.0, abs=0.01)
         assert row.low == ["p99"]  # 24 requests: enough for a p95, not a p99
     # the level that broke says which SLO, measured in its unit; the others held
-    assert rows[2].broken() and all(re.fullmatch(r"\w+ ttft_ms p95 [\d,]+ ms vs <= 250 ms", b)
-                                    for b in rows[2].broken())  # fmt: skip
+    assert rows[2].broken() and all(
+        re.fullmatch(r"\w+ ttft_ms p95 [\d,]+ ms vs <= 250 ms", b) for b in rows[2].broken()
+    )
     assert rows[0].broken() == [] and rows[0].level.held
     per_workload = workload_rows(levels)
     assert [(r.level.users, r.workload) for r in per_workload] == [(u, w) for u in PLAN for w in ("chat", "code")]
@@ -86,8 +99,10 @@ def test_a_sweep_report_leads_with_the_levels_and_has_no_pooled_slo_table(tmp_pa
     assert result.summary.verdict == "passed" and result.summary.reason.startswith("sweep: goodput knee 2 users")
     assert "pools every level" not in result.summary.reason
     # the sweep's answer straight under the verdict, before the headline; its figures further down
-    order = [html.index(s) for s in ('id="verdict"', 'id="sweep-answer"', 'id="sweep-levels"', 'id="headline"',
-                                     '<section id="sweep">')]  # fmt: skip
+    order = [
+        html.index(s)
+        for s in ('id="verdict"', 'id="sweep-answer"', 'id="sweep-levels"', 'id="headline"', '<section id="sweep">')
+    ]
     assert order == sorted(order)
     assert "<strong>Goodput knee found</strong>" in html
     # no table of SLOs judged on every level pooled: the SLO section says where they are judged
@@ -114,7 +129,14 @@ def test_a_run_without_slo_names_its_default_check(tmp_path: Path) -> None:
 
 def test_one_format_per_unit() -> None:
     assert [ms(x) for x in (13480.2, 256.9, 19.34, 9.954, 9.996, None, math.nan)] == [
-        "13,480", "257", "19.3", "9.95", "10.0", "—", "—"]  # fmt: skip
+        "13,480",
+        "257",
+        "19.3",
+        "9.95",
+        "10.0",
+        "—",
+        "—",
+    ]
     assert [per_s(x) for x in (3, 14.623, 1234.56)] == ["3.00", "14.62", "1,234.6"]
     assert [tok_s(x) for x in (21528.7, 64.44)] == ["21,529", "64.4"]
     assert share(0.09333) == "9.33%"
@@ -130,8 +152,10 @@ def test_one_format_per_unit() -> None:
 def test_verdict_words() -> None:
     held = SloResult("run", "error_rate", "max", "<=", 0.01, 0.0, True)
     assert default_check_sentence([held]).startswith("default check held: error rate 0.00% ≤ 1%")
-    ab = [SloResult("run", "error_rate", "max", "<=", 0.01, 0.0, True, target="fp8"),
-          SloResult("run", "error_rate", "max", "<=", 0.01, 0.05, False, target="awq")]  # fmt: skip
+    ab = [
+        SloResult("run", "error_rate", "max", "<=", 0.01, 0.0, True, target="fp8"),
+        SloResult("run", "error_rate", "max", "<=", 0.01, 0.05, False, target="awq"),
+    ]
     assert default_check_sentence(ab).startswith("default check failed: error rate fp8 0.00%, awq 5.00% > 1%")
     assert verdict_title("passed", default_check=True) == "Default check held"
     assert verdict_title("passed", sweep=True) == "Goodput knee found" and verdict_title("failed") == "SLOs failed"

@@ -1,0 +1,172 @@
+"""A capacity search (``capacity.json``) as the report leads with it: the highest load that held and each step's
+row — its TTFT, ITL and E2E percentiles, its SLOs as the search judged them on the step's own requests — and the
+run's verdict, which comes from the steps, never from SLOs pooled over them (the search stops at the step that
+broke: pooled, that step would fail every search that found its capacity).
+
+A step's percentiles are over the successful requests that started in its second half (the first half is the
+queue settling) and had ended when the search judged the step at its end — the requests the search judged.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from reports.data.rundir import RunData
+from reports.judging.formats import slo_value
+from reports.judging.slo import SloSpec, per_request_spec
+from reports.sections.sweep.model import percentiles_ms
+from workloads.rundir import SWEEP_MIN_REQUESTS, CapacityResult, CapacityStep, read_capacity, read_load
+
+__all__ = ["CapacityRow", "CapacityView", "capacity_block", "capacity_verdict", "capacity_view"]
+
+log = logging.getLogger("tokenstorm")
+
+
+@dataclass
+class CapacityRow:
+    """One step of the search as its row shows it."""
+
+    step: CapacityStep
+    latency_ms: dict[str, dict[str, float | None]]  # ttft/itl/e2e -> p50/p95/p99 (ms)
+    requests: int  # the successful requests of the step's second half behind the percentiles
+    slos: list[tuple[str, bool]] = field(default_factory=list)  # each SLO in words, and whether it held
+    highest: bool = False  # the highest load that held
+
+    @property
+    def low(self) -> list[str]:
+        """The percentiles from too few requests to be a tail (``["p99"]``)."""
+        return [f"p{p}" for p, least in SWEEP_MIN_REQUESTS.items() if self.requests < least]
+
+    def broken(self) -> list[str]:
+        """What the step broke (its timing, or each SLO with its figure in its unit)."""
+        out = [] if self.step.timing_trustworthy else [self.step.timing_reason or "timing not trustworthy"]
+        out += [words for words, held in self.slos if not held]
+        return out if out or self.step.requests else ["no judged requests"]
+
+
+@dataclass
+class CapacityView:
+    """What the report's capacity section shows."""
+
+    result: CapacityResult
+    rows: list[CapacityRow]
+
+
+def capacity_view(run: RunData, spec: SloSpec) -> CapacityView | None:
+    """The capacity section of ``run``'s report; ``None`` when the run was no capacity search."""
+    result = _read(run)
+    if result is None or not result.steps:
+        return None
+    windows = _step_windows(run, result)
+    targets = per_request_spec(spec).targets
+    rows = []
+    for step in result.steps:
+        lo, hi = windows.get(step.users, (0.0, 0.0))
+        df = run.requests
+        start = df["start_epoch_s"].to_numpy(dtype=float) if len(df) else np.zeros(0)
+        ok = df["ok"].fillna(False).astype(bool).to_numpy() if len(df) else np.zeros(0, dtype=bool)
+        ended = start + df["e2e_s"].to_numpy(dtype=float) if len(df) else np.zeros(0)
+        # as the search judged the step: its second half's requests that had ended when it was judged
+        sel = ok & (start >= lo) & (start < hi) & (ended <= hi)
+        slos = [_slo_words(key, value, targets) for key, value in step.measured.items()]
+        highest = step.users == result.highest_users_that_held
+        rows.append(CapacityRow(step, percentiles_ms(run, sel), int(sel.sum()), slos, highest))
+    return CapacityView(result, rows)
+
+
+def _step_windows(run: RunData, result: CapacityResult) -> dict[int, tuple[float, float]]:
+    """users -> the epoch seconds of the step's second half: the steps follow one another every
+    ``--capacity-step-time`` from the run's start (``load.jsonl``'s users over time when that is unknown)."""
+    step_s, t0 = run.meta.option("capacity_step_time"), run.meta.started_epoch_s
+    if step_s and t0:
+        length = float(step_s)
+        return {s.users: (t0 + (k + 0.5) * length, t0 + (k + 1) * length) for k, s in enumerate(result.steps)}
+    load = read_load(run.path)
+    out: dict[int, tuple[float, float]] = {}
+    for step in result.steps:
+        times = [s.epoch_s for s in load if s.users == step.users]
+        if not times:
+            continue
+        later = [s.epoch_s for s in load if s.epoch_s > times[0] and s.users != step.users]
+        end = min(later) if later else max(times) + 1.0
+        out[step.users] = (times[0] + (end - times[0]) / 2, end)
+    return out
+
+
+def _slo_words(key: str, measured: float | None, targets: list[Any]) -> tuple[str, bool]:
+    """``("code ttft_ms p95 390 ms vs <= 250 ms", False)`` for one of a step's measured SLOs."""
+    words = key.split()
+    metric, stat, scope = words[-2], words[-1], words[-3] if len(words) >= 3 else "run"
+    target = next((t for t in targets if t.metric == metric and t.stat == stat and t.scope in (scope, "*")), None)
+    if target is None:
+        return f"{key} {slo_value(metric, measured)}", True
+    held = measured is not None and (
+        measured <= target.threshold if target.op == "<=" else measured >= target.threshold
+    )
+    bound = slo_value(metric, target.threshold, threshold=True)
+    return f"{key} {slo_value(metric, measured)} vs {target.op} {bound}", held
+
+
+def _read(run: RunData) -> CapacityResult | None:
+    try:
+        return read_capacity(run.path)
+    except (OSError, ValueError, KeyError, TypeError) as exc:  # unreadable: the rest of the report still comes
+        log.warning("tokenstorm: capacity.json not used: %s", exc)
+        return None
+
+
+def capacity_block(run: RunData) -> dict[str, Any] | None:
+    """``summary.json``'s ``capacity`` block: the highest load that held and where the search stopped."""
+    result = _read(run)
+    if result is None:
+        return None
+    steps = [
+        {
+            "users": s.users,
+            "requests": s.requests,
+            "held": s.held,
+            "timing_trustworthy": s.timing_trustworthy,
+            "measured": s.measured,
+        }
+        for s in result.steps
+    ]
+    return {
+        "highest_users_that_held": result.highest_users_that_held,
+        "broke_at_users": result.broke_at_users,
+        "untrustworthy_at_users": result.untrustworthy_at_users,
+        "steps": steps,
+    }
+
+
+def capacity_verdict(block: dict[str, Any]) -> tuple[str, str]:
+    """A capacity search's verdict, from its steps: it passes when a step held (every step below it too), fails
+    when its first step broke a per-request SLO, and is unreliable when that first step's timing was not
+    trustworthy (nothing it measured says anything of the server)."""
+    best, broke, untrusted = (
+        block.get("highest_users_that_held"),
+        block.get("broke_at_users"),
+        block.get("untrustworthy_at_users"),
+    )
+    if best is None:
+        if untrusted is not None:
+            return "unreliable", (
+                f"capacity search: no step held — the load generator's timing was not trustworthy "
+                f"at {untrusted} users, its first step"
+            )
+        first = (block.get("steps") or [{}])[0].get("users")
+        return "failed", f"capacity search: no step met every per-request SLO, not even {first} user(s)"
+    where = (
+        f"; broke at {broke} users"
+        if broke is not None
+        else f"; stopped at {untrusted} users: timing not trustworthy (a lower bound)"
+        if untrusted is not None
+        else "; the last step held: the capacity is at least this"
+    )
+    return "passed", (
+        f"capacity search: highest load that held every per-request SLO: {best} users "
+        f"(each step judged on its own requests){where}"
+    )
