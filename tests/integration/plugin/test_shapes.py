@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -180,6 +181,8 @@ def test_a_sweep_of_given_levels_stops_once_more_users_only_queue(locust_runner,
     assert sweep["knee_users"] == 4 and sweep["complete"]
     assert "stopped after 16 users" in sweep["stopped_early"]
     assert run.returncode == 0, run.output[-2000:]
+    # While it runs, the progress lines say which level it holds (its length is not known: no time left)
+    assert re.search(r"^\d+:\d\d, sweep level [2-4] of 5 · (4|8|16) users, ", run.output, re.M), run.output[-3000:]
     for lv in sweep["levels"]:  # the console names the SLO a level broke, measured against its threshold
         measured = [v["measured"] for v in lv["slos"] if not v["passed"]]
         said = f"sweep level {lv['users']} users (level): " + (

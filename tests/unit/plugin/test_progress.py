@@ -91,8 +91,8 @@ def test_errors_show_their_count_share_and_commonest_category() -> None:
 
 
 def test_every_figure_a_user_reads_is_in_the_line() -> None:
-    line = plain_line(_progress(stage="step 2 of 3: 16 users"))
-    assert line.startswith("1:15 (3:45 left) step 2 of 3: 16 users · 16 users, 13.2 req/s, ")
+    line = plain_line(_progress(stage="step 2 of 3"))
+    assert line.startswith("1:15 (3:45 left), step 2 of 3 · 16 users, 13.2 req/s, ")
     assert "TTFT p50/p95 45/120 ms" in line and line.endswith("timing ok")
 
 

@@ -92,7 +92,7 @@ class Progress:
     elapsed_s: float
     #: seconds left by --run-time or the shape's plan (None: open-ended)
     remaining_s: float | None
-    #: the load shape's step or level ("sweep level 3 of 5: 8 users"), when it has one
+    #: the load shape's step or level ("sweep level 3 of 5"), when it has one
     stage: str | None
     warmup: bool
     users: int
@@ -181,12 +181,12 @@ def _num(value: float | None, digits: int = 0) -> str:
 
 
 def time_text(p: Progress) -> str:
-    """``1:15 (3:45 left)``, ``1:15 sweep level 2 of 5: 4 users``, ``0:05 warm-up``."""
+    """``1:15 (3:45 left)``, ``1:15 (3:45 left), step 2 of 3``, ``1:15, sweep level 2 of 5``, ``0:05 warm-up``."""
     text = clock_text(p.elapsed_s)
     if p.remaining_s is not None:
         text += f" ({clock_text(p.remaining_s)} left)"
     if p.stage:
-        text += f" {p.stage}"
+        text += f", {p.stage}"
     return text + (" warm-up" if p.warmup else "")
 
 
@@ -225,7 +225,11 @@ def ttft_text(p: Progress) -> str:
 def plain_line(p: Progress) -> str:
     """One progress line: time, users, req/s, tok/s, TTFT, errors, timing. Past ``LINE_CHARS`` characters
     tok/s is left out, then the timing verdict's reason is cut (its verdict words stay)."""
-    rates = [f"{p.users:,} users", f"{_num(p.requests_per_s, 1)} req/s", f"{_num(p.output_tokens_per_s)} tok/s"]
+    rates = [
+        f"{p.users:,} user{'' if p.users == 1 else 's'}",
+        f"{_num(p.requests_per_s, 1)} req/s",
+        f"{_num(p.output_tokens_per_s)} tok/s",
+    ]
     figures = ", ".join([*rates, ttft_text(p)])
     line = " · ".join([time_text(p), figures, errors_text(p), timing_text(p)])
     if len(line) > LINE_CHARS:

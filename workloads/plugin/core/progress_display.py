@@ -217,7 +217,8 @@ def _renderable(p: Progress) -> Any:
     if p.remaining_s is not None and p.elapsed_s + p.remaining_s > 0:
         head.add_row("", ProgressBar(total=p.elapsed_s + p.remaining_s, completed=p.elapsed_s, width=40))
     rates = (
-        f"{p.users:,} users · {'—' if p.requests_per_s is None else f'{p.requests_per_s:,.1f}'} req/s · "
+        f"{p.users:,} user{'' if p.users == 1 else 's'} · "
+        f"{'—' if p.requests_per_s is None else f'{p.requests_per_s:,.1f}'} req/s · "
         f"{'—' if p.output_tokens_per_s is None else f'{p.output_tokens_per_s:,.0f}'} output tok/s · "
         f"{ttft_text(p)}  (last {WINDOW_S:g} s)"
     )

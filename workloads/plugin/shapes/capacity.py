@@ -61,11 +61,11 @@ class CapacitySearchShape(LoadTestShape):
         return self._users, float(max(self._users, 1))  # reach each step at once
 
     def progress(self) -> tuple[str | None, float | None]:
-        """The progress display's stage (``capacity step 3: 12 users, up to 64``); its length is not known."""
+        """The progress display's stage (``capacity step 3, up to 64 users``); its length is not known."""
         if self.runner is None or self._users == 0 or self._done:
             return None, None
         top = current_options(self.runner.environment).capacity_max
-        return f"capacity step {len(self.verdicts) + 1}: {self._users} users, up to {top}", None
+        return f"capacity step {len(self.verdicts) + 1}, up to {top} users", None
 
     def _step_records(self, lo: float, hi: float) -> list[dict[str, Any]]:
         """This step's records started in ``[lo, hi)`` (epoch seconds), cancelled ones left out."""

@@ -47,7 +47,7 @@ class StepShape(LoadTestShape):
         return None
 
     def progress(self) -> tuple[str | None, float | None]:
-        """The progress display's stage (``step 2 of 3: 16 users``) and the seconds left of the plan."""
+        """The progress display's stage (``step 2 of 3``) and the seconds left of the plan."""
         if self.runner is None:
             return None, None
         steps = current_options(self.runner.environment).steps or ((1, 60.0),)
@@ -57,7 +57,7 @@ class StepShape(LoadTestShape):
             total += secs
             ends.append(total)
         index = next((i for i, end in enumerate(ends) if elapsed < end), len(steps) - 1)
-        return f"step {index + 1} of {len(steps)}: {steps[index][0]} users", max(0.0, total - elapsed)
+        return f"step {index + 1} of {len(steps)}", max(0.0, total - elapsed)
 
 
 class ScheduledSender(User):

@@ -102,13 +102,13 @@ class SweepShape(LoadTestShape):
         return self._plan[self._index][0], float(max(users for users, _ in self._plan))
 
     def progress(self) -> tuple[str | None, float | None]:
-        """The progress display's stage (``sweep level 3 of 5: 8 users``); a sweep's length is not known."""
+        """The progress display's stage (``sweep level 3 of 5``); a sweep's length is not known."""
         if not self._plan or self._done:
             return None, None
-        users, kind = self._plan[min(self._index, len(self._plan) - 1)]
+        _users, kind = self._plan[min(self._index, len(self._plan) - 1)]
         probe = {"synchronous": "sweep probe (synchronous)", "throughput": "sweep probe (throughput)"}.get(kind)
         stage = probe or f"sweep level {self._index + 1 - self._probes()} of {len(self._plan) - self._probes()}"
-        return f"{stage}: {users} users" + (", draining" if self._ended is not None else ""), None
+        return stage + (", draining" if self._ended is not None else ""), None
 
     def _probes(self) -> int:
         return sum(1 for _, kind in self._plan if kind != "level")
