@@ -239,5 +239,7 @@ def _renderable(p: Progress) -> Any:
 
 def _timing_words(p: Progress) -> str:
     """The live display's timing line: the status, and what the judgement says when it says more."""
-    words = timing_text(p)
-    return f"{words} ({p.timing.note})" if p.timing.status in ("pass", "warn", "wait") and p.timing.note else words
+    note = p.timing.note.removeprefix("timing trustworthy: ")
+    if not note or p.timing.status not in ("pass", "warn", "wait"):
+        return timing_text(p)
+    return f"timing ok: {note}" if p.timing.status == "pass" else f"timing: {note}"
