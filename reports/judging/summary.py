@@ -315,15 +315,15 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
     incomplete = incompleteness(run, live)
     untrusted = fidelity.reason.removeprefix(UNTRUSTED)
     if incomplete and verdict != "run_failed":
-        slos = "SLOs held" if verdict == "passed" else "SLOs failed"
+        slos = "" if default_check else "SLOs held " if verdict == "passed" else "SLOs failed "
         timing = "" if fidelity.trustworthy else f"; timing not trustworthy either — {untrusted}"
         verdict = "incomplete"
-        reason = f"run incomplete — {incomplete[0]} ({slos} on what was recorded: {reason}){timing}"
+        reason = f"run incomplete — {incomplete[0]} ({slos}on what was recorded: {reason}){timing}"
     elif not fidelity.trustworthy and verdict in ("passed", "failed") and run.meta.option("timing_verdict") == "warn":
         reason += f" — timing not trustworthy (--timing-verdict warn): {untrusted}"
     elif not fidelity.trustworthy and verdict in ("passed", "failed"):
         failed = reason.replace(" SLOs failed:", " SLOs failed on what was measured:", 1)
-        slos = "SLOs held" if verdict == "passed" else failed
+        slos = reason if default_check else "SLOs held" if verdict == "passed" else failed
         verdict, reason = "unreliable", f"timing not trustworthy — {untrusted} ({slos})"
     if ab is not None and ab.get("sentence") and verdict in ("passed", "failed"):
         reason += f" — {ab['sentence']}"

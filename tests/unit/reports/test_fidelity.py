@@ -195,7 +195,10 @@ def test_a_passing_run_read_late_is_unreliable_with_exit_code_5(tmp_path: Path) 
     result = build_report(_run(tmp_path, late=1530))  # 30% of 5,100 token events
     assert (result.summary.verdict, result.exit_code) == ("unreliable", 5)
     assert result.summary.reason.startswith("timing not trustworthy — 30% of 5,100 token events")
-    assert result.summary.reason.endswith("(SLOs held)")
+    # no --slo: the verdict names the default check, not "SLOs held"
+    assert result.summary.reason.endswith(
+        "(default check held: error rate 0.00% ≤ 1% (no latency SLOs given; --slo FILE))"
+    )
     summary = json.loads(result.summary_json.read_text())
     assert summary["verdict"] == "unreliable" and "client_bound" not in summary
     fid = summary["timing_fidelity"]
