@@ -15,7 +15,7 @@ from typing import Any
 from reports.judging.summary import RunSummary
 from reports.sections.headline import accounting_text
 
-__all__ = ["WIDTH_CHARS", "console_block", "fit", "quality_line"]
+__all__ = ["WIDTH_CHARS", "consistency_line", "console_block", "fit", "quality_line"]
 
 #: the widest line of the block (a 100-column terminal shows each on one line)
 WIDTH_CHARS = 100
@@ -140,11 +140,15 @@ def quality_line(summary: RunSummary) -> str | None:
             f"{workload} {'—' if rate is None else f'{rate:.2%}'} of {block.get('checked', 0):,}"
             + (f" ({', '.join(worst)})" if worst else "")
         )
-    line = "answers that passed their checks: " + "; ".join(parts)
+    return "answers that passed their checks: " + "; ".join(parts)
+
+
+def consistency_line(summary: RunSummary) -> str | None:
+    """``consistency: 2 of 8 probe answers changed under load`` (None: no probes compared)."""
     consistency = summary.consistency
-    if consistency is not None and consistency.get("compared"):
-        line += f"; consistency: {consistency['changed']} of {consistency['compared']} probe answers changed under load"
-    return line
+    if consistency is None or not consistency.get("compared"):
+        return None
+    return f"consistency: {consistency['changed']} of {consistency['compared']} probe answers changed under load"
 
 
 def fit(line: str) -> list[str]:
@@ -179,8 +183,7 @@ def console_block(summary: RunSummary) -> list[str]:
         "request's start to the last one's end"
     )
     lines += _agent_lines(summary)
-    if (quality := quality_line(summary)) is not None:
-        lines.append(quality)
+    lines += [line for line in (quality_line(summary), consistency_line(summary)) if line is not None]
     if (cost := _cost_line(summary)) is not None:
         lines.append(cost)
     lines.append(rule)
