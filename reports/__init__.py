@@ -4,16 +4,8 @@ from reports.build import EXIT_CODES, BuildResult, build_report, spec_for_run
 from reports.compare.runs import Comparison, compare_runs
 from reports.data.rundir import RunData, load_run, run_from_records
 from reports.judging.fidelity import Fidelity, evaluate_fidelity
-from reports.judging.slo import (
-    DEFAULT_SLO_TEXT,
-    SloResult,
-    SloSpec,
-    SloSpecError,
-    SloTarget,
-    evaluate,
-    load_slo_spec,
-    per_request_spec,
-)
+from reports.judging.slo import SloResult, evaluate, per_request_spec
+from reports.judging.slo_spec import DEFAULT_SLO_TEXT, SloSpec, SloSpecError, SloTarget, load_slo_spec
 from reports.judging.summary import RunSummary, summarize
 from reports.judging.targets import evaluate_each_target
 from reports.render.console import console_block

@@ -25,7 +25,7 @@ from pathlib import Path
 from reports.build import build_report, spec_for_run
 from reports.compare.runs import CompareInputError, compare_runs
 from reports.judging.alerts import AlertRuleError, alert_rules
-from reports.judging.slo import SloSpecError, load_slo_spec
+from reports.judging.slo_spec import SloSpecError, load_slo_spec
 
 _PROG = "python -m reports"
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reports.data.rundir import load_run
-from reports.judging.slo import SloSpec, load_slo_spec
+from reports.judging.slo_spec import SloSpec, load_slo_spec
 from reports.judging.summary import RunSummary, summarize
 from reports.render.html import render_report
 from reports.render.junit import junit_xml

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from reports.judging.slo import LATENCY_METRICS, SloSpec, SloTarget
+from reports.judging.slo_spec import LATENCY_METRICS, SloSpec, SloTarget
 from workloads.rundir.series import CHECKS as _CHECKS
 from workloads.rundir.series import GPU_UTIL, OUTPUT_TOKENS, REQUESTS, SLO_HISTOGRAMS, USERS
 

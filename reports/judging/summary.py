@@ -21,8 +21,9 @@ from reports.judging.agent import has_agent_records, sessions, tool_call_counts,
 from reports.judging.fidelity import UNTRUSTED, Fidelity, evaluate_fidelity
 from reports.judging.figures import accounting, achieved_concurrency, length_figures
 from reports.judging.quality import consistency_block, quality_summary
-from reports.judging.slo import SloResult, SloSpec, goodput, gpu_count, judged_mask, run_window_s
+from reports.judging.slo import SloResult, goodput, gpu_count, judged_mask, run_window_s
 from reports.judging.slo import gpu_cost_per_hour as run_gpu_cost
+from reports.judging.slo_spec import SloSpec
 from reports.judging.targets import compare_targets, evaluate_each_target, target_labels, target_mask
 from reports.judging.verdict_words import default_check_sentence, is_default_spec, slo_sentence
 from workloads.rundir import ItlHistogram

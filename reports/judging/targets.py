@@ -13,7 +13,8 @@ import numpy as np
 
 from reports.data.rundir import RunData
 from reports.judging.formats import ms
-from reports.judging.slo import SloResult, SloSpec, evaluate, judged_mask
+from reports.judging.slo import SloResult, evaluate, judged_mask
+from reports.judging.slo_spec import SloSpec
 
 __all__ = ["COMPARED", "compare_targets", "evaluate_each_target", "target_labels", "target_mask"]
 

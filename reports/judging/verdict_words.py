@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from reports.judging.formats import slo_value
-from reports.judging.slo import SloResult, SloSpec, load_slo_spec
+from reports.judging.slo import SloResult
+from reports.judging.slo_spec import SloSpec, load_slo_spec
 
 __all__ = [
     "DEFAULT_CHECK_HINT",

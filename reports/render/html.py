@@ -15,7 +15,8 @@ from reports.data.rundir import RunData
 from reports.judging import formats
 from reports.judging.formats import slo_value
 from reports.judging.quality import CONSISTENCY_METRIC, is_quality_metric
-from reports.judging.slo import SloResult, SloSpec, judged_mask
+from reports.judging.slo import SloResult, judged_mask
+from reports.judging.slo_spec import SloSpec
 from reports.judging.summary import PERCENTILES, RunSummary, timing_violations
 from reports.judging.targets import COMPARED
 from reports.judging.verdict_words import target_verdict, verdict_title

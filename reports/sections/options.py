@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from reports.judging.slo import SloSpec, load_slo_spec
+from reports.judging.slo_spec import SloSpec, load_slo_spec
 from workloads.rundir import CAPACITY_FILE, RunMeta
 
 __all__ = ["option_rows", "slo_source"]

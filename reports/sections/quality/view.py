@@ -18,7 +18,7 @@ from matplotlib.axes import Axes
 from reports.data.columns import workloads_in
 from reports.data.rundir import RunData
 from reports.judging.quality import check_names, check_status, is_quality_metric
-from reports.judging.slo import SloSpec
+from reports.judging.slo_spec import SloSpec
 from reports.judging.summary import RunSummary
 from reports.render.charts import Chart, Series, series
 from reports.render.plots import _STYLE, figure_png, new_figure, side_legend, time_bins

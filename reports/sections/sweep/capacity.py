@@ -17,7 +17,8 @@ import numpy as np
 
 from reports.data.rundir import RunData
 from reports.judging.formats import slo_value
-from reports.judging.slo import SloSpec, per_request_spec
+from reports.judging.slo import per_request_spec
+from reports.judging.slo_spec import SloSpec
 from reports.sections.sweep.model import percentiles_ms
 from workloads.rundir import SWEEP_MIN_REQUESTS, CapacityResult, CapacityStep, read_capacity, read_load
 

@@ -19,7 +19,8 @@ import numpy as np
 from reports.data.columns import dropped_nan, selected, workloads_in
 from reports.data.rundir import RunData, run_from_records
 from reports.judging.formats import number, per_s, slo_value, tok_s
-from reports.judging.slo import SloSpec, goodput, per_request_spec
+from reports.judging.slo import goodput, per_request_spec
+from reports.judging.slo_spec import SloSpec
 from reports.judging.targets import evaluate_each_target
 from reports.render.plots import figure_png
 from reports.sections.sweep.plots import sweep_figures

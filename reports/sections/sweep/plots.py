@@ -19,7 +19,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from reports.judging.slo import SloSpec, SloTarget, per_request_spec
+from reports.judging.slo import per_request_spec
+from reports.judging.slo_spec import SloSpec, SloTarget
 from reports.render.plots import MIN_FONT_PT, new_figure
 from workloads.rundir import SWEEP_METRICS, SWEEP_MIN_REQUESTS, SWEEP_PERCENTILES, SweepLevel
 

@@ -65,7 +65,7 @@ def test_a_run_read_late_is_unreliable_with_exit_code_5_whatever_its_slos_said(t
     *_, timing, verdict, code = _sentences(_last_lines(_run(tmp_path, 4)))  # 10 of 40 TTFTs late, 200 events of 2,040
     assert timing.startswith("WARNING timing NOT trustworthy: 10% of 2,040 token events and 25% of "
                              "TTFTs read late"), timing  # fmt: skip
-    assert verdict.startswith("ERROR UNRELIABLE — timing not trustworthy") and "SLOs held" in verdict
+    assert verdict.startswith("ERROR UNRELIABLE — timing not trustworthy") and "default check held" in verdict
     assert verdict.endswith("(exit code 5)"), verdict
     assert code == "process exit code 5"
 
