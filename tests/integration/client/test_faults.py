@@ -46,7 +46,9 @@ def _check_fault(client: LlmClient, fault: str) -> None:
     assert rec.error_category == EXPECTED[fault], rec.error_detail
     assert rec.error_detail
     if fault == "stall":  # E2E of a timeout is when the client gave up, not its last token
-        assert 1.5 <= rec.e2e_s < 1.7, rec
+        # The timeout's clock runs from before the bytes are sent, the E2E clock from the send: E2E may fall
+        # short of the 1.5 s timeout by the send's own time (under a millisecond; 5 ms allowed on a busy machine).
+        assert 1.495 <= rec.e2e_s < 1.7, rec
     after = client.complete(req, "m")  # the same user carries on with a fresh connection
     assert after.ok, after.error_detail
     assert after.output_tokens == 20
