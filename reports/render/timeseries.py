@@ -162,10 +162,10 @@ def _gpu_charts(run: RunData, t0: float) -> list[Chart]:
         return []
     charts = []
     keys = [c for c in ("host", "gpu") if c in gpu.columns]
-    for col, chart_id, title, unit in (
-        ("util_gpu_pct", "gpu-util", "GPU utilisation", "utilisation (%)"),
-        ("mem_used_mib", "gpu-memory", "GPU memory used", "memory (GiB)"),
-        ("power_w", "gpu-power", "GPU power", "power (W)"),
+    for col, chart_id, title, unit, written in (
+        ("util_gpu_pct", "gpu-util", "GPU utilisation", "utilisation (%)", "percent"),
+        ("mem_used_mib", "gpu-memory", "GPU memory used", "memory (GiB)", "number"),
+        ("power_w", "gpu-power", "GPU power", "power (W)", "number"),
     ):
         if col not in gpu.columns:
             continue
@@ -173,7 +173,7 @@ def _gpu_charts(run: RunData, t0: float) -> list[Chart]:
         for key, g in gpu.groupby(keys):
             y = g[col] / 1024 if col == "mem_used_mib" else g[col]
             lines.append(series(f"GPU {key[-1] if isinstance(key, tuple) else key}", g["epoch_s"] - t0, y))
-        charts.append(Chart(chart_id, title, "", unit, lines))
+        charts.append(Chart(chart_id, title, "", unit, lines, unit=written))
     return charts
 
 
@@ -189,7 +189,7 @@ def _server_charts(run: RunData, t0: float) -> list[Chart]:
         for col in ("running", "waiting")
         if col in part.columns
     ]
-    charts = [Chart("vllm-requests", "vLLM requests running / waiting", "", "requests", sched)]
+    charts = [Chart("vllm-requests", "vLLM requests running / waiting", "", "requests", sched, unit="count")]
     if "kv_cache_usage" in server.columns:
         kv = [series(f"KV cache{suffix}", part["epoch_s"] - t0, part["kv_cache_usage"] * 100) for suffix, part in parts]
         charts.append(Chart("vllm-kv-cache", "vLLM KV-cache usage", "", "KV cache used (%)", kv, unit="percent"))

@@ -94,7 +94,7 @@ def test_every_over_time_chart_names_its_quantity_and_unit(tmp_path: Path) -> No
     # the legend writes each value as the page writes its unit (reports/judging/formats.py)
     units = {c.id: c.unit for c in charts.values()}
     assert (units["latency"], units["throughput"], units["errors"], units["users"]) == ("ms", "tok_s", "per_s", "count")
-    assert units["vllm-kv-cache"] == "percent"
+    assert units["vllm-kv-cache"] == units["gpu-util"] == "percent" and units["vllm-requests"] == "count"
     x, users = _line(charts["users"], "users")
     # load.jsonl, from 0; a step line keeps the samples where the level changed, and the last
     assert list(users) == [min(8, s + 1) for s in range(8)] + [8] and list(x) == [*range(8), 32]
