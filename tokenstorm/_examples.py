@@ -18,22 +18,36 @@ _HERE = Path(__file__).resolve().parent
 FOLDERS = ("slo", "traces")
 #: what each example is, and a command that uses it (``{path}``: where it was copied)
 _USES = {
-    "slo.yaml": ("a deployment's SLOs: latency, errors, throughput per GPU (GPU memory when a GPU is sampled)",
-                 "tokenstorm run mixed --headless -u 8 -t 1m --slo {path}"),
-    "ab.yaml": ("A/B: two endpoints judged on identical traffic",
-                "tokenstorm run mixed --headless -u 8 -t 30s --slo {path} --targets a=URL_A,b=URL_B"),
-    "agent.yaml": ("agent sessions: tool-call and session latency",
-                   "tokenstorm run agent --headless -u 8 -t 30s --slo {path}"),
-    "quality.yaml": ("answer quality judged like latency (checks, needle recall, consistency under load)",
-                     "tokenstorm run mixed --headless -u 8 -t 30s --consistency-probes 8 --slo {path}"),
-    "sweep.yaml": ("a load sweep's SLO (code completion's first token): the knee is where it breaks",
-                   "tokenstorm run code_completion,shape_sweep --headless --sweep-level-time 10s --slo {path}"),
-    "mooncake_sample.jsonl": ("a 36-request trace in Mooncake's format (timestamp ms, lengths, prompt blocks)",
-                              "tokenstorm run trace --headless --trace {path}"),
-}  # fmt: skip
+    "slo.yaml": (
+        "a deployment's SLOs: latency, errors, throughput per GPU (GPU memory when a GPU is sampled)",
+        "tokenstorm run mixed --headless -u 8 -t 1m --slo {path}",
+    ),
+    "ab.yaml": (
+        "A/B: two endpoints judged on identical traffic",
+        "tokenstorm run mixed --headless -u 8 -t 30s --slo {path} --targets a=URL_A,b=URL_B",
+    ),
+    "agent.yaml": (
+        "agent sessions: tool-call and session latency",
+        "tokenstorm run agent --headless -u 8 -t 30s --slo {path}",
+    ),
+    "quality.yaml": (
+        "answer quality judged like latency (checks, needle recall, consistency under load)",
+        "tokenstorm run mixed --headless -u 8 -t 30s --consistency-probes 8 --slo {path}",
+    ),
+    "sweep.yaml": (
+        "a load sweep's SLO (code completion's first token): the knee is where it breaks",
+        "tokenstorm run code_completion,shape_sweep --headless --sweep-level-time 10s --slo {path}",
+    ),
+    "mooncake_sample.jsonl": (
+        "a 36-request trace in Mooncake's format (timestamp ms, lengths, prompt blocks)",
+        "tokenstorm run trace --headless --trace {path}",
+    ),
+}
 #: what a file of each kind is for, when _USES does not name it
-_BY_SUFFIX = {".yaml": ("an SLO file", "tokenstorm run mixed --headless -u 8 -t 1m --slo {path}"),
-              ".jsonl": ("a trace", "tokenstorm run trace --headless --trace {path}")}  # fmt: skip
+_BY_SUFFIX = {
+    ".yaml": ("an SLO file", "tokenstorm run mixed --headless -u 8 -t 1m --slo {path}"),
+    ".jsonl": ("a trace", "tokenstorm run trace --headless --trace {path}"),
+}
 
 
 @dataclass(frozen=True)

@@ -85,8 +85,10 @@ def newest_run(root: Path = RUNS_DIR) -> Path:
 
     runs = [p for p in root.iterdir() if (p / RUN_FILE).is_file()] if root.is_dir() else []
     if not runs:
-        raise UsageError(f"no run under ./{root}/ to rebuild (tokenstorm run mixed makes one); or name one: "
-                         "tokenstorm report RUN_DIR")  # fmt: skip
+        raise UsageError(
+            f"no run under ./{root}/ to rebuild (tokenstorm run mixed makes one); or name one: "
+            "tokenstorm report RUN_DIR"
+        )
 
     def started(run: Path) -> tuple[float, str]:
         meta = read_run_meta(run)
@@ -162,8 +164,13 @@ def _examples(args: list[str]) -> int:
 
 
 #: command -> what runs it (each loads its own tool only when chosen: a report needs no Locust)
-COMMANDS: dict[str, Callable[[list[str]], int]] = {"run": _run, "report": _report, "compare": _compare,
-                                                    "emulator": _emulator, "examples": _examples}  # fmt: skip
+COMMANDS: dict[str, Callable[[list[str]], int]] = {
+    "run": _run,
+    "report": _report,
+    "compare": _compare,
+    "emulator": _emulator,
+    "examples": _examples,
+}
 
 
 def _version() -> str:

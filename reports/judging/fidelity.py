@@ -228,8 +228,11 @@ def _reason(f: Fidelity, worst_loop_lag: float | None, loop_ok: bool) -> str:
     lag = "" if f.read_lag_p99_ms is None else f", read lag p99 {ms(f.read_lag_p99_ms)} ms"
     unstamped = ""
     if f.unstamped_records:
-        judged = "not judged (no event-loop lag samples)" if worst_loop_lag is None else \
-            f"event-loop lag p99 {ms(worst_loop_lag)} ms (bound {FIDELITY_MAX_LOOP_LAG_P99_MS:g} ms)"  # fmt: skip
+        judged = (
+            "not judged (no event-loop lag samples)"
+            if worst_loop_lag is None
+            else f"event-loop lag p99 {ms(worst_loop_lag)} ms (bound {FIDELITY_MAX_LOOP_LAG_P99_MS:g} ms)"
+        )
         unstamped = f"{f.unstamped_records:,} records read without kernel stamps: {judged}"
     if f.trustworthy:
         on_time = "" if f.late_share is None else f"{_share(1 - f.late_share)} of {f.events:,} token events and "

@@ -119,12 +119,18 @@ def evaluate(run: RunData, spec: SloSpec, within: np.ndarray | None = None, targ
     expanded: list[SloTarget] = []
     for t in spec.targets:
         if t.scope == "*" and is_quality_metric(t.metric):  # the workloads with a checked answer; none: no data
-            found = [SloTarget(w, t.metric, t.stat, t.threshold, t.line) for w in workloads
-                     if _quality.quality_applies(run, judged, w, t.metric)]  # fmt: skip
+            found = [
+                SloTarget(w, t.metric, t.stat, t.threshold, t.line)
+                for w in workloads
+                if _quality.quality_applies(run, judged, w, t.metric)
+            ]
             expanded.extend(found or [t])
         elif t.scope == "*":
-            expanded.extend(SloTarget(w, t.metric, t.stat, t.threshold, t.line) for w in workloads
-                            if measures(df, judged, w, t.metric))  # fmt: skip
+            expanded.extend(
+                SloTarget(w, t.metric, t.stat, t.threshold, t.line)
+                for w in workloads
+                if measures(df, judged, w, t.metric)
+            )
         else:
             expanded.append(t)
     ok_all = df["ok"].fillna(False).astype(bool).to_numpy() if len(df) else np.zeros(0, dtype=bool)
@@ -135,8 +141,21 @@ def evaluate(run: RunData, spec: SloSpec, within: np.ndarray | None = None, targ
         measured: float | None
         note = ""
         if t.metric in GPU_SAMPLED_METRICS and run.gpu.empty:  # not judged (said so), never failed for no sample
-            results.append(SloResult(t.scope, t.metric, t.stat, t.op, t.threshold, None, True, NOT_JUDGED_NO_GPU,
-                                     None, target, judged=False))  # fmt: skip
+            results.append(
+                SloResult(
+                    t.scope,
+                    t.metric,
+                    t.stat,
+                    t.op,
+                    t.threshold,
+                    None,
+                    True,
+                    NOT_JUDGED_NO_GPU,
+                    None,
+                    target,
+                    judged=False,
+                )
+            )
             continue
         if t.metric == "gpu_memory_gb":
             measured = float(run.gpu["mem_used_mib"].max()) * 2**20 / 1e9
@@ -150,8 +169,11 @@ def evaluate(run: RunData, spec: SloSpec, within: np.ndarray | None = None, targ
             measured, note = _quality.measure_quality(run, t.metric, scope_mask & ok_all)
         elif t.metric in LATENCY_METRICS:
             ok_mask = scope_mask & ok_all
-            values: np.ndarray | ItlHistogram = (run.itl_values(ok_mask) if LATENCY_METRICS[t.metric] == "itl"
-                                                 else selected(df, LATENCY_METRICS[t.metric], ok_mask))  # fmt: skip
+            values: np.ndarray | ItlHistogram = (
+                run.itl_values(ok_mask)
+                if LATENCY_METRICS[t.metric] == "itl"
+                else selected(df, LATENCY_METRICS[t.metric], ok_mask)
+            )
             seconds = stat_of(values, t.stat)
             measured = None if seconds is None else seconds * 1000
             if measured is None:
@@ -185,8 +207,11 @@ def evaluate(run: RunData, spec: SloSpec, within: np.ndarray | None = None, targ
 def per_request_spec(spec: SloSpec) -> SloSpec:
     """``spec`` cut to the targets any slice of requests can be judged by — latencies, error rate and
     answer quality, no warm-up — for judging a window of a run (a capacity-search step, a sweep level)."""
-    keep = [t for t in spec.targets if t.metric in LATENCY_METRICS or t.metric == "error_rate"
-            or is_quality_metric(t.metric)]  # fmt: skip
+    keep = [
+        t
+        for t in spec.targets
+        if t.metric in LATENCY_METRICS or t.metric == "error_rate" or is_quality_metric(t.metric)
+    ]
     return replace(spec, targets=keep, warmup_s=0.0)
 
 

@@ -329,16 +329,30 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
     if ab is not None and ab.get("sentence") and verdict in ("passed", "failed"):
         reason += f" — {ab['sentence']}"
     quality, consistency = quality_summary(run, mask, labels), consistency_block(run)
-    return RunSummary(verdict, reason, results, overall, per_workload, errors, samples, gpus, incomplete, ab,
-                      fidelity=fidelity, quality=quality, consistency=consistency,
-                      default_check=default_check)  # fmt: skip
+    return RunSummary(
+        verdict,
+        reason,
+        results,
+        overall,
+        per_workload,
+        errors,
+        samples,
+        gpus,
+        incomplete,
+        ab,
+        fidelity=fidelity,
+        quality=quality,
+        consistency=consistency,
+        default_check=default_check,
+    )
 
 
 def _not_judged(results: list[SloResult]) -> str:
     """``"; not judged: no GPU sampled (run gpu_memory_gb max <= 58)"`` for the SLOs a run could not judge
     (empty: it judged them all); an A/B run's are named once, not per target."""
-    names = list(dict.fromkeys(f"{r.scope} {r.metric} {r.stat} {r.op} {r.threshold:g}" for r in results
-                               if not r.judged))  # fmt: skip
+    names = list(
+        dict.fromkeys(f"{r.scope} {r.metric} {r.stat} {r.op} {r.threshold:g}" for r in results if not r.judged)
+    )
     return f"; not judged: no GPU sampled ({', '.join(names)})" if names else ""
 
 
@@ -382,5 +396,3 @@ def _why_tools_refused(df: pd.DataFrame) -> str:
         f" — {n} {names} requests were refused because the server does not call tools (HTTP 400): start "
         "vLLM with --enable-auto-tool-choice --tool-call-parser NAME, or leave them out (--weights agent=0)"
     )
-
-

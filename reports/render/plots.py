@@ -57,17 +57,26 @@ DPI = 100
 MIN_FONT_PT = 11.0
 PANEL_HEIGHT_IN = 2.7  # one over-time panel
 WARMUP_LABEL = "warm-up (not judged)"
-_STYLE: dict[Any, Any] = {"font.size": MIN_FONT_PT, "axes.titlesize": 12.5, "axes.labelsize": MIN_FONT_PT,
-          "xtick.labelsize": MIN_FONT_PT, "ytick.labelsize": MIN_FONT_PT, "legend.fontsize": MIN_FONT_PT,
-          "axes.titlelocation": "left", "axes.grid": True, "grid.alpha": 0.3}  # fmt: skip
+_STYLE: dict[Any, Any] = {
+    "font.size": MIN_FONT_PT,
+    "axes.titlesize": 12.5,
+    "axes.labelsize": MIN_FONT_PT,
+    "xtick.labelsize": MIN_FONT_PT,
+    "ytick.labelsize": MIN_FONT_PT,
+    "legend.fontsize": MIN_FONT_PT,
+    "axes.titlelocation": "left",
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+}
 
 
 def new_figure(rows: int, cols: int, height_in: float, **kw: Any) -> tuple[Figure, np.ndarray]:
     """A full-width figure of ``rows`` × ``cols`` axes (a 2-D array), in the report's type sizes,
     laid out so that titles, labels and side legends fit without overlapping."""
     with plt.rc_context(_STYLE):
-        fig, axes = plt.subplots(rows, cols, figsize=(FIGURE_WIDTH_IN, height_in), squeeze=False,
-                                 layout="constrained", **kw)  # fmt: skip
+        fig, axes = plt.subplots(
+            rows, cols, figsize=(FIGURE_WIDTH_IN, height_in), squeeze=False, layout="constrained", **kw
+        )
     return fig, axes
 
 
@@ -85,8 +94,16 @@ def side_legend(ax: Axes) -> None:
     handles, labels = ax.get_legend_handles_labels()
     if handles:
         ncol = max(1, math.ceil(len(handles) / 9))  # long lists wrap into columns, not past the panel
-        ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0.0,
-                  fontsize=MIN_FONT_PT, ncol=ncol, frameon=False)  # fmt: skip
+        ax.legend(
+            handles,
+            labels,
+            loc="upper left",
+            bbox_to_anchor=(1.005, 1.0),
+            borderaxespad=0.0,
+            fontsize=MIN_FONT_PT,
+            ncol=ncol,
+            frameon=False,
+        )
 
 
 def time_panels_png(panels: list[tuple[str, Callable[[Axes], None]]]) -> str:
@@ -144,8 +161,11 @@ def time_bins(run: RunData, t0: float, shown: np.ndarray) -> np.ndarray:
     ending with the last request (a sliver of a bin would turn one request into a spike of tok/s)."""
     df = run.requests
     start, e2e = df["start_epoch_s"].to_numpy(dtype=float), df["e2e_s"].to_numpy(dtype=float)  # views
-    ends = [float(np.max(start[part][shown[part]] + np.nan_to_num(e2e[part][shown[part]]))) - t0
-            for part in chunks(len(df)) if shown[part].any()]  # fmt: skip
+    ends = [
+        float(np.max(start[part][shown[part]] + np.nan_to_num(e2e[part][shown[part]]))) - t0
+        for part in chunks(len(df))
+        if shown[part].any()
+    ]
     end_span = max(max(ends, default=1.0), 1e-3)
     bin_s = max(1.0, round(end_span / 60))
     edges = np.arange(0, end_span, bin_s)

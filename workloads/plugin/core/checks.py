@@ -22,8 +22,15 @@ from . import locust_compat
 from .context import LEFT_OUT_OPTION, RunContext
 from .options import OptionError
 
-__all__ = ["agent_left_out_line", "check_run_root", "load_slo_spec_or_exit", "load_workloads", "load_workloads_or_exit",
-           "preflight", "say_worker_port"]  # fmt: skip
+__all__ = [
+    "agent_left_out_line",
+    "check_run_root",
+    "load_slo_spec_or_exit",
+    "load_workloads",
+    "load_workloads_or_exit",
+    "preflight",
+    "say_worker_port",
+]
 
 log = logging.getLogger("tokenstorm")
 
@@ -143,9 +150,11 @@ def preflight(environment: Environment, ctx: RunContext) -> str | None:
 def agent_left_out_line(label: str = "") -> str:
     """The one line a run says when it leaves agent sessions out because a server does not call tools."""
     server = f"target {label} does not call tools" if label else "the server does not call tools"
-    return (f"agent sessions left out: {server} (start vLLM with --enable-auto-tool-choice --tool-call-parser "
-            "NAME — hermes for Qwen, llama3_json for Llama 3 — to include them; --weights agent=1 makes this an "
-            "error instead)")  # fmt: skip
+    return (
+        f"agent sessions left out: {server} (start vLLM with --enable-auto-tool-choice --tool-call-parser "
+        "NAME — hermes for Qwen, llama3_json for Llama 3 — to include them; --weights agent=1 makes this an "
+        "error instead)"
+    )
 
 
 def _agent_asked_for(environment: Environment, ctx: RunContext) -> str | None:

@@ -23,12 +23,28 @@ from .errors import OptionError
 from .flags import add_options  # declared there (what Locust shows), parsed here
 from .targets import resolve_targets
 
-__all__ = ["DURATION_OPTIONS", "OPTION_DESTS", "OptionError", "RunOptions", "add_options", "parse_duration_option",
-           "parse_steps", "recorded_options", "warmup_problem"]  # fmt: skip
+__all__ = [
+    "DURATION_OPTIONS",
+    "OPTION_DESTS",
+    "OptionError",
+    "RunOptions",
+    "add_options",
+    "parse_duration_option",
+    "parse_steps",
+    "recorded_options",
+    "warmup_problem",
+]
 
 #: tokenstorm's options that are one duration (``30``, ``30s``, ``5m``, ``1h30m``, as Locust's ``-t``)
-DURATION_OPTIONS = ("warmup", "request_timeout", "stall_timeout", "capacity_step_time", "sweep_level_time",
-                    "monitor_interval", "report_every")  # fmt: skip
+DURATION_OPTIONS = (
+    "warmup",
+    "request_timeout",
+    "stall_timeout",
+    "capacity_step_time",
+    "sweep_level_time",
+    "monitor_interval",
+    "report_every",
+)
 
 
 def parse_duration_option(flag: str, value: Any, *, strict: bool = False) -> float:
@@ -60,8 +76,9 @@ def parse_steps(text: str) -> list[tuple[int, float]]:
         try:
             step = (int(users), parse_duration(secs))
         except ValueError:
-            raise OptionError(f"--steps {text!r}: expected USERSxDURATION,... e.g. 8x60,16x2m (a duration is "
-                              f"{DURATION_FORMS})") from None  # fmt: skip
+            raise OptionError(
+                f"--steps {text!r}: expected USERSxDURATION,... e.g. 8x60,16x2m (a duration is {DURATION_FORMS})"
+            ) from None
         if step[0] < 0 or not step[1] > 0:
             raise OptionError(f"--steps {text!r}: users >= 0 and durations > 0")
         steps.append(step)

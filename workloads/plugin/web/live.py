@@ -268,10 +268,16 @@ def _rate_scale(rows: list[dict[str, Any]], scope: str, target: str, now: float)
     return used / max(1.0, now - min(ends))
 
 
-def judge_recent(spec: Any, rows: list[dict[str, Any]], started_epoch_s: float | None,
-                 gpu: dict[str, dict[str, list[float | None]]] | None = None, labels: list[str] | None = None,
-                 now: float | None = None, clock: dict[str, dict[str, float | None]] | None = None,
-                 load: list[LoadSample] | None = None) -> list[dict[str, Any]]:  # fmt: skip
+def judge_recent(
+    spec: Any,
+    rows: list[dict[str, Any]],
+    started_epoch_s: float | None,
+    gpu: dict[str, dict[str, list[float | None]]] | None = None,
+    labels: list[str] | None = None,
+    now: float | None = None,
+    clock: dict[str, dict[str, float | None]] | None = None,
+    load: list[LoadSample] | None = None,
+) -> list[dict[str, Any]]:
     """Every target of SLO spec ``spec`` judged by the reports' own evaluation on ``rows`` (the
     requests that ended in the last ``SLO_WINDOW_S`` s, up to ``now``): ``status`` is pass, fail or
     no data. ``labels``: an A/B run's targets (one with nothing in the window fails, not vanishes).
@@ -305,8 +311,9 @@ def judge_recent(spec: Any, rows: list[dict[str, Any]], started_epoch_s: float |
     return out
 
 
-def fidelity_status(requests: Any, clock: dict[str, dict[str, float | None]], now: float,
-                    load: list[LoadSample] | None = None) -> dict[str, Any]:  # fmt: skip
+def fidelity_status(
+    requests: Any, clock: dict[str, dict[str, float | None]], now: float, load: list[LoadSample] | None = None
+) -> dict[str, Any]:
     """The live status's timing-fidelity row for the report table ``requests`` (the window's): the
     reports' :func:`reports.evaluate_fidelity` with the load generators' clock samples of the window
     (``load``; when there are none, one sample of each load generator's latest figures, ``clock``).
@@ -342,8 +349,10 @@ def live_fidelity(fid: Any) -> tuple[str, str]:
     loop = fid.unstamped_records > 0 and any(v is not None and v > FIDELITY_MAX_LOOP_LAG_P99_MS for v in lags)
     at_once = (fid.read_at_once_share or 0.0) > FIDELITY_MAX_READ_AT_ONCE_SHARE
     if at_once and fid.read_at_once < FIDELITY_MIN_LATE and not (events or ttfts or loop):
-        return "wait", (f"too few to judge yet: {fid.read_at_once:,} of {fid.ttft_records:,} streams read at once "
-                        f"(a share is judged from {FIDELITY_MIN_LATE} late reads)")  # fmt: skip
+        return "wait", (
+            f"too few to judge yet: {fid.read_at_once:,} of {fid.ttft_records:,} streams read at once "
+            f"(a share is judged from {FIDELITY_MIN_LATE} late reads)"
+        )
     if not fid.limited_by:
         return "warn", f"no cause seen, so not failed live (the verdict judges the whole run): {fid.reason}"
     return "fail", str(fid.reason)

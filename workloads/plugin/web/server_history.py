@@ -21,8 +21,17 @@ from typing import Any
 from ...rundir import LoadSample
 from .live import MAX_POINTS, POINT_WINDOW_S, SLO_WINDOW_S
 
-__all__ = ["GPU_SERIES", "SERVER_SERIES", "GpuHistory", "JsonlTail", "LoadHistory", "ServerHistory", "WindowedRatio",
-           "latest_gpus", "server_row"]  # fmt: skip
+__all__ = [
+    "GPU_SERIES",
+    "SERVER_SERIES",
+    "GpuHistory",
+    "JsonlTail",
+    "LoadHistory",
+    "ServerHistory",
+    "WindowedRatio",
+    "latest_gpus",
+    "server_row",
+]
 
 #: the vLLM tab's chart series, per target
 SERVER_SERIES = ("running", "waiting", "kv_cache_pct", "prefix_hit_pct", "preemptions")
