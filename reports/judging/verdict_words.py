@@ -61,27 +61,26 @@ def slo_sentence(result: SloResult) -> str:
     return f"{who}{result.scope} {result.metric} {result.stat} {measured} vs {result.op} {bound}"
 
 
+#: the banner's words by (kind of run, verdict); a kind without its own words for a verdict takes the plain ones
+_TITLES = {
+    ("sweep", "passed"): "Goodput knee found",
+    ("sweep", "failed"): "No goodput knee",
+    ("capacity", "passed"): "Capacity found",
+    ("capacity", "failed"): "No step held",
+    ("default", "passed"): "Default check held",
+    ("default", "failed"): "Default check failed",
+    ("", "passed"): "SLOs held",
+    ("", "failed"): "SLOs failed",
+    ("", "incomplete"): "Run incomplete",
+    ("", "unreliable"): "Timing not trustworthy",
+}
+
+
 def verdict_title(verdict: str, *, default_check: bool = False, sweep: bool = False, capacity: bool = False) -> str:
     """The banner's words for ``verdict`` (summary.json's): a sweep's is its knee, a capacity search's the step
     that held, a run judged by the default check says so; otherwise ``SLOs held`` / ``SLOs failed`` / ...."""
-    if sweep and verdict == "passed":
-        return "Goodput knee found"
-    if sweep and verdict == "failed":
-        return "No goodput knee"
-    if capacity and verdict == "passed":
-        return "Capacity found"
-    if capacity and verdict == "failed":
-        return "No step held"
-    if default_check and verdict == "passed":
-        return "Default check held"
-    if default_check and verdict == "failed":
-        return "Default check failed"
-    return {
-        "passed": "SLOs held",
-        "failed": "SLOs failed",
-        "incomplete": "Run incomplete",
-        "unreliable": "Timing not trustworthy",
-    }.get(verdict, "Run failed")
+    kind = "sweep" if sweep else "capacity" if capacity else "default" if default_check else ""
+    return _TITLES.get((kind, verdict)) or _TITLES.get(("", verdict), "Run failed")
 
 
 def target_verdict(block: dict[str, Any], *, default_check: bool = False) -> str:

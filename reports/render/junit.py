@@ -99,14 +99,20 @@ def _quality_case(ts: ET.Element, summary: RunSummary) -> None:
     ET.SubElement(case, "system-out").text = "\n".join(lines)
 
 
+def _found_case(ts: ET.Element, classname: str, name: str, found: str | None, failure: str) -> None:
+    """A search's own case: what it found as its output, or a failure when it found nothing."""
+    case = ET.SubElement(ts, "testcase", classname=classname, name=name)
+    if found is None:
+        ET.SubElement(case, "failure", message=failure)
+    else:
+        ET.SubElement(case, "system-out").text = found
+
+
 def _sweep_cases(ts: ET.Element, sweep: dict[str, Any], suite: str) -> int:
     """The knee case (fails without a knee) and one case per level: held, or skipped past the knee."""
     knee = sweep.get("knee_users")
-    case = ET.SubElement(ts, "testcase", classname=f"{suite}.sweep", name="goodput knee found")
-    if knee is None:
-        ET.SubElement(case, "failure", message="no level met every per-request SLO")
-    else:
-        ET.SubElement(case, "system-out").text = f"knee: {knee} users, {sweep.get('knee_requests_per_s'):.4g} req/s"
+    found = None if knee is None else f"knee: {knee} users, {sweep.get('knee_requests_per_s'):.4g} req/s"
+    _found_case(ts, f"{suite}.sweep", "goodput knee found", found, "no level met every per-request SLO")
     for level in sweep.get("levels") or []:
         case = ET.SubElement(
             ts, "testcase", classname=f"{suite}.sweep", name=f"{level['users']} users ({level['kind']})"
@@ -121,11 +127,8 @@ def _sweep_cases(ts: ET.Element, sweep: dict[str, Any], suite: str) -> int:
 def _capacity_cases(ts: ET.Element, capacity: dict[str, Any], suite: str) -> int:
     """The capacity case (fails when no step held) and one case per step: held, or skipped where it broke."""
     best = capacity.get("highest_users_that_held")
-    case = ET.SubElement(ts, "testcase", classname=f"{suite}.capacity", name="a step held")
-    if best is None:
-        ET.SubElement(case, "failure", message="no step met every per-request SLO")
-    else:
-        ET.SubElement(case, "system-out").text = f"highest load that held: {best} users"
+    found = None if best is None else f"highest load that held: {best} users"
+    _found_case(ts, f"{suite}.capacity", "a step held", found, "no step met every per-request SLO")
     for step in capacity.get("steps") or []:
         case = ET.SubElement(ts, "testcase", classname=f"{suite}.capacity", name=f"{step['users']} users")
         measured = (step.get("measured") or {}).items()
