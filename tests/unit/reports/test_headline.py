@@ -133,7 +133,7 @@ def test_the_first_screen_comes_in_order_and_says_what_its_rates_cover(tmp_path:
     assert order == ["verdict", "fidelity", "headline", "lengths", "slos", "latency", "throughput"]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert f"the whole run: {summary['duration']:,.1f} s" in html
-    assert 'output tok/s (last 10 s)" lines cover only the 10 s before each' in html
+    assert "The console's progress lines (every 5 s) give rates over only the 10 s before each" in html
     assert "Achieved concurrency: the mean number of requests in flight" in html
 
 
