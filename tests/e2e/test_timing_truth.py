@@ -140,6 +140,7 @@ def test_records_agree_with_vllms_own_metrics_or_say_why_not(served_server: str,
     accurate = ours_tpot == pytest.approx(vllm_tpot, rel=0.05) and vllm_ttft <= ours_ttft <= vllm_ttft + 0.015
     figures = (f"TPOT {ours_tpot * 1000:.2f} vs vLLM {vllm_tpot * 1000:.2f} ms, TTFT {ours_ttft * 1000:.2f} vs "
                f"{vllm_ttft * 1000:.2f} ms; {summary['timing_fidelity']['reason']}")  # fmt: skip
+    print(f"timing truth: {figures}")  # the figures behind the verdict, in CI's log (pytest -s / -rA)
     # Never silently wrong: figures off vLLM's are a run that says its timing is not trustworthy.
     assert accurate or not summary["timing_fidelity"]["trustworthy"], figures
     if summary["timing_fidelity"]["trustworthy"]:
