@@ -29,25 +29,26 @@ def test_streams_at_two_ms_per_token_are_not_bunched(locust_runner) -> None:  # 
     done = [r for r in records if r["ok"]]
     assert len(done) >= 100, len(done)
     gaps = [g for r in done for g in r["itl_gaps_s"]]
-    bunched = [r for r in done if sum(g == 0 for g in r["itl_gaps_s"]) > len(r["itl_gaps_s"]) / 2]
-    # 0 in most runs; on a loaded 2-core CI machine, where the emulator shares the cores with the
-    # client, up to 26 of 320 (8%). The bug this guards against bunched 30-75% of streams; against
-    # real vLLM the e2e tier holds the issue's < 1%.
-    assert len(bunched) < 0.15 * len(done), f"{len(bunched)} of {len(done)} streams read at once"
     # The emulator wrote a token every 2 ms and the first after 15 ms: the records say so.
     assert statistics.fmean(gaps) == pytest.approx(0.002, abs=0.0002)
     # A gap of exactly 0 means two tokens came in one read. On a shared 2-core machine many do
     # because the emulator's loop lagged and wrote them back to back (9-18% of gaps in loaded CI
-    # runs): its truth log says so. Joined reads of tokens it wrote >= 1 ms apart are the client's:
-    # ~0% on an idle machine, 12% with both cores saturated by other processes; the bug this
-    # guards against joined most of them.
+    # runs; once 38% of streams mostly so): its truth log says so, and those are the server's. Joined
+    # reads of tokens it wrote >= 1 ms apart are the client's: ~0% on an idle machine, 12% with both
+    # cores saturated by other processes; the bug this guards against joined most of them, and read
+    # 30-75% of streams at once.
     joined = written_apart = 0
+    bunched = []
     for r in done:
-        written = truth[r["request_id"]]["itl_s"]
-        for seen, wrote in zip(r["itl_gaps_s"], written, strict=False):
-            written_apart += wrote >= 0.001
-            joined += seen == 0 and wrote >= 0.001
+        apart = [seen for seen, wrote in zip(r["itl_gaps_s"], truth[r["request_id"]]["itl_s"], strict=False)
+                 if wrote >= 0.001]  # fmt: skip
+        written_apart += len(apart)
+        joined += sum(seen == 0 for seen in apart)
+        if sum(seen == 0 for seen in apart) > len(apart) / 2:
+            bunched.append(r["request_id"])
     assert written_apart > 0.5 * len(gaps) and joined < 0.25 * written_apart, (joined, written_apart)
+    # Against real vLLM the e2e tier holds the issue's < 1% of streams read at once.
+    assert len(bunched) < 0.15 * len(done), f"{len(bunched)} of {len(done)} streams read at once by the client"
     assert abs(statistics.median(r["ttft_s"] for r in done) - 0.015) < 0.003
     for r in records:
         chain = [r[k] for k in ("ttfc_s", "ttft_s", "e2e_s", "done_s") if r[k] is not None]

@@ -131,5 +131,5 @@ def test_the_consoles_progress_line_says_the_live_timing_states_as_the_web_ui_do
                                     recent_errors=0, timing=Timing(row["status"], row["note"])))  # fmt: skip
 
     assert said(timing(streams(96, 1), QUIET)) == "timing: too few late reads to judge yet"  # not "no data yet"
-    assert said(timing(streams(96, FIDELITY_MIN_LATE), QUIET))== "timing: late reads, no cause seen"
+    assert said(timing(streams(96, FIDELITY_MIN_LATE), QUIET)) == "timing: late reads, no cause seen"
     assert said(timing(streams(96, FIDELITY_MIN_LATE), BUSY)).startswith("TIMING NOT TRUSTWORTHY: ")
