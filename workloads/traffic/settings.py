@@ -179,23 +179,25 @@ def apply_workload_file(path: Path, settings: dict[str, WorkloadSettings],
     if not isinstance(body, yaml.MappingNode):
         raise WorkloadFileError(f"{path}:{body.start_mark.line + 1}: 'workloads' maps names to settings")
     for name_node, conf in body.value:
-        name = name_node.value
+        name = name_node.value if isinstance(name_node, yaml.ScalarNode) else None
         if name not in out:
-            raise WorkloadFileError(f"{path}:{name_node.start_mark.line + 1}: unknown workload {name!r} "
+            raise WorkloadFileError(f"{path}:{name_node.start_mark.line + 1}: unknown workload{_named(name)} "
                                     f"(known: {', '.join(MODELS)})")  # fmt: skip
         if not isinstance(conf, yaml.MappingNode):
             raise WorkloadFileError(f"{path}:{conf.start_mark.line + 1}: {name}: expected key: value settings")
         known = MODELS[name].setting_names() | {"checks"}
         for key_node, value_node in conf.value:
-            key = {"think_time": "think_time_s", "wait": "wait_s"}.get(key_node.value, key_node.value)
             line = key_node.start_mark.line + 1
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise WorkloadFileError(f"{path}:{line}: {name}: a setting's name is a word, e.g. weight: 1")
+            key = {"think_time": "think_time_s", "wait": "wait_s"}.get(key_node.value, key_node.value)
             if key == "checks":
                 out[name] = replace(out[name], checks=_user_checks(path, name, line, value_node, locustfiles or []))
                 continue
             if key not in known:
-                raise WorkloadFileError(f"{path}:{line}: {name}: unknown setting {key_node.value!r} "
+                raise WorkloadFileError(f"{path}:{line}: {name}: unknown setting{_named(key_node.value)} "
                                         f"(settings of {name}: {', '.join(sorted(known))})")  # fmt: skip
-            value = yaml.safe_load(yaml.serialize(value_node))
+            value = _plain_value(path, value_node, f"{name}.{key_node.value}")
             try:
                 own = MODELS[name].with_setting(out[name], key, value)
                 converted: Any = _convert(key, value) if own is None else None
@@ -214,6 +216,24 @@ def apply_workload_file(path: Path, settings: dict[str, WorkloadSettings],
     return out
 
 
+def _named(name: str | None) -> str:
+    """`` 'name'`` for an error line when it is a short name; nothing for a long text (a file given by mistake
+    may hold anything: its content is not repeated)."""
+    return f" {name!r}" if name is not None and len(name) <= 40 else ""
+
+
+def _plain_value(path: Path, node: yaml.Node, where: str) -> Any:
+    """The value of ``node`` (a number, a word, a list or mapping of them); a YAML tag that builds anything else
+    (``!!python/name:...``, a list as a mapping key) is a :class:`WorkloadFileError` at its line."""
+    try:
+        return yaml.safe_load(yaml.serialize(node))
+    except yaml.YAMLError:
+        line = node.start_mark.line + 1
+        raise WorkloadFileError(
+            f"{path}:{line}: {where}: not a plain value (numbers, words, lists; no YAML tags)"
+        ) from None
+
+
 def _user_checks(path: Path, workload: str, line: int, node: yaml.Node, locustfiles: list[Path]) -> tuple[Any, ...]:
     """A workload's ``checks:`` (a list of ``module:function``, or one), each loaded; the error names its line."""
     items = node.value if isinstance(node, yaml.SequenceNode) else [node]
@@ -223,7 +243,7 @@ def _user_checks(path: Path, workload: str, line: int, node: yaml.Node, locustfi
     user_check_search_path(path, locustfiles)
     checks: list[Any] = []
     for item in items:
-        entry = yaml.safe_load(yaml.serialize(item))
+        entry = _plain_value(path, item, f"{workload}.checks")
         try:
             checks.append(load_user_check(entry, {c.check_name for c in checks}))
         except ValueError as exc:

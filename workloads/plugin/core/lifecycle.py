@@ -38,7 +38,7 @@ from .checks import (
 from .context import RunContext, context
 from .deployment import capture_run_deployment
 from .monitoring import start_monitor, stop_monitor
-from .options import OptionError, add_options, warmup_problem
+from .options import OptionError, add_options, users_problem, warmup_problem
 from .progress_display import ProgressPrinter, console_logger
 from .targets import check_url
 
@@ -63,6 +63,10 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
         ctx.refresh_options(opts)
         if not ctx.is_worker:
             check_run_root(ctx.options.run_dir)
+            starts_itself = bool(getattr(opts, "headless", False) or getattr(opts, "autostart", False))
+            users, has_shape = getattr(opts, "num_users", None), environment.shape_class is not None
+            if why := users_problem(users, starts_itself=starts_itself, has_shape=has_shape):
+                raise OptionError(why)
             if ctx.options.emulator_args and not environment.host:
                 emulator_problem = check_emulator_args(shlex.split(ctx.options.emulator_args))
                 if emulator_problem:

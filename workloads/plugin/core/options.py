@@ -12,6 +12,7 @@ import contextlib
 import itertools
 import json
 import math
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,7 @@ __all__ = [
     "parse_duration_option",
     "parse_steps",
     "recorded_options",
+    "users_problem",
     "warmup_problem",
 ]
 
@@ -172,7 +174,11 @@ def _extra_body(raw: str) -> dict[str, Any]:
         return {}
     try:
         # The standard library keeps a 30-digit integer an integer (orjson would make it a float: 1e+29).
-        extra = json.loads(raw, parse_constant=lambda c: _raise(f"--extra-body: {c} is not a JSON number"))
+        extra = json.loads(
+            raw,
+            parse_constant=lambda c: _raise(f"--extra-body: {c} is not a JSON number"),
+            parse_float=_finite_float,
+        )
     except json.JSONDecodeError:
         raise OptionError('--extra-body is not valid JSON (example: \'{"chat_template_kwargs": '
                           '{"enable_thinking": false}}\')') from None  # fmt: skip
@@ -208,6 +214,36 @@ def _whole(value: Any) -> int:
 
 def _raise(message: str) -> Any:
     raise OptionError(message)
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number of ``--extra-body`` as a float, refused when no double holds it (``1e400`` would be sent
+    as ``null``)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise OptionError(f"--extra-body: {text} is beyond a JSON number's range (it would be sent as null)")
+    return value
+
+
+def _emulator_args(raw: str) -> str:
+    """``--emulator-args``, refused in one line naming the option when it cannot be split as a shell would."""
+    try:
+        shlex.split(raw)
+    except ValueError as exc:  # "No closing quotation", "No escaped character"
+        raise OptionError(
+            f"--emulator-args: {str(exc).lower()}; quote the emulator's flags as one argument, "
+            "e.g. --emulator-args '--ttft-ms 50 --itl-ms 5'"
+        ) from None
+    return raw
+
+
+def users_problem(num_users: int | None, *, starts_itself: bool, has_shape: bool) -> str | None:
+    """What is wrong with ``-u`` for a run that starts itself (headless, ``--autostart``) with no load shape
+    to set its users: fewer than 1 would send nothing and end on "run failed" after its whole ``-t``;
+    ``None`` when it is fine (not given: Locust's 1)."""
+    if not starts_itself or has_shape or num_users is None or num_users >= 1:
+        return None
+    return f"-u {num_users}: a run needs at least 1 user (-u 1 or more)"
 
 
 @dataclass(frozen=True)
@@ -322,7 +358,7 @@ class RunOptions:
             trace=str(get("trace", "") or ""),
             trace_speed=_number("--trace-speed", get("trace_speed", 1.0), minimum=0, strict=True),
             trace_block_size=_number("--trace-block-size", get("trace_block_size", 512), minimum=1, cast=int),
-            emulator_args=str(get("emulator_args", "") or ""),
+            emulator_args=_emulator_args(str(get("emulator_args", "") or "")),
             targets=resolve_targets(str(get("targets", "") or ""), str(get("workload_file", "") or "")),
             headless=bool(get("headless", False)),
             locustfile=str(get("locustfile", "run") or "run"),

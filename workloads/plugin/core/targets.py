@@ -115,7 +115,7 @@ def _raw_file_targets(path: str) -> list[tuple[str, str]]:
         return []
     try:
         doc = yaml.safe_load(Path(path).read_text(encoding="utf-8-sig"))
-    except (OSError, ValueError):  # yaml.YAMLError, UnicodeDecodeError
+    except (OSError, ValueError, yaml.YAMLError):  # UnicodeDecodeError is a ValueError; YAMLError is neither
         return []  # the workload file's own check says what is wrong with it, with its line
     raw: Any = doc.get("targets") if isinstance(doc, dict) else None
     if raw is None:
@@ -141,5 +141,15 @@ def targets_from_workload_file(path: str) -> tuple[Target, ...]:
 
 
 def resolve_targets(raw: str, workload_file: str) -> tuple[Target, ...]:
-    """``--targets``, else the workload file's ``targets:`` (``()``: one target, the --host)."""
-    return parse_targets(raw.split(",")) if raw.strip() else targets_from_workload_file(workload_file)
+    """``--targets``, else the workload file's ``targets:`` (``()``: one target, the --host). ``--targets``
+    given with no URL in it (``,,,``) is an :class:`OptionError`: the run would go to the one --host (or the
+    emulator) instead of the targets meant."""
+    if not raw.strip():
+        return targets_from_workload_file(workload_file)
+    targets = parse_targets(raw.split(","))
+    if not targets:
+        raise OptionError(
+            f"--targets {raw!r}: no URL in it; expected [LABEL=]http(s)://HOST:PORT,... "
+            "(leave it out to run against --host)"
+        )
+    return targets
