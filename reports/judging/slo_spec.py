@@ -23,11 +23,14 @@ Latency statistics: p50, p90, p95, p99, p99.9 (or any pNN[.N]), mean, max — co
 numpy's linear-interpolation percentile over successful requests, as vLLM's benchmark does
 (``tool_call_ms``: over those that streamed a tool call; ``session_ms``: over completed sessions,
 see ``reports/judging/agent.py``).
-An invalid file is rejected with ``FILE:LINE: reason`` before any traffic (binary: the first bad byte).
+An invalid file is rejected with ``FILE:LINE: reason`` before any traffic (binary: the first bad byte). The
+reason never quotes the file's text (a file given by mistake, or from the web form, may hold secrets): it
+names what is wrong and, for a misspelt name, the nearest one tokenstorm knows.
 """
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from dataclasses import dataclass
@@ -37,7 +40,7 @@ from typing import Any
 import yaml
 
 from reports.judging import quality as _quality
-from reports.judging.quality import CONSISTENCY_METRIC, is_quality_metric
+from reports.judging.quality import CONSISTENCY_METRIC, QUALITY_METRIC, is_quality_metric
 
 LATENCY_METRICS = {
     "ttft_ms": "ttft_s",
@@ -57,6 +60,9 @@ _MAX_ONLY = ("error_rate", "gpu_memory_gb", CONSISTENCY_METRIC)
 _QUALITY = "quality, quality_<check> (a check's name)"
 _PCT = re.compile(r"^p(\d{1,2}(\.\d+)?)$")
 _YAML = "an SLO file is YAML"
+QUALITY_PREFIX = QUALITY_METRIC + "_"
+#: the token names PyYAML's problems quote ('<stream end>'...): its own words, not the file's
+_YAML_TOKENS = frozenset(c.id for c in vars(yaml.tokens).values() if isinstance(c, type) and hasattr(c, "id"))
 
 #: Used when a run is given no --slo: the run passes if at most 1% of requests fail.
 DEFAULT_SLO_TEXT = "slos:\n  run:\n    error_rate: {max: 0.01}\n"
@@ -115,7 +121,7 @@ def load_slo_spec(path: Path | str | None = None, text: str | None = None) -> Sl
         raise SloSpecError(f"{source}:{line}: not text (control character 0x{exc.character:02x}) — {_YAML}") from None
     except yaml.YAMLError as exc:
         line = getattr(getattr(exc, "problem_mark", None), "line", 0) + 1
-        raise SloSpecError(f"{source}:{line}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+        raise SloSpecError(f"{source}:{line}: not valid YAML ({_unquoted(getattr(exc, 'problem', None))})") from None
 
     def err(node: yaml.Node, reason: str) -> SloSpecError:
         return SloSpecError(f"{source}:{node.start_mark.line + 1}: {reason}")
@@ -136,11 +142,12 @@ def load_slo_spec(path: Path | str | None = None, text: str | None = None) -> Sl
             spec.gpu_cost_per_hour = _number(value_node, err, "gpu_cost_per_hour", minimum=0)
         elif key == "version":
             if value_node.value not in ("1",):
-                raise err(value_node, f"unsupported version {value_node.value!r} (this tokenstorm reads 1)")
+                raise err(value_node, "unsupported version (this tokenstorm reads version 1)")
         elif key == "slos":
             spec.targets = _parse_slos(value_node, err)
         else:
-            raise err(key_node, f"unknown key {key!r} (expected slos, warmup_s, gpus, gpu_cost_per_hour, version)")
+            keys = ("slos", "warmup_s", "gpus", "gpu_cost_per_hour", "version")
+            raise err(key_node, f"unknown key{_nearest(key, keys)} (expected {', '.join(keys)})")
     if not spec.targets:
         raise SloSpecError(f"{source}:1: no SLOs defined (add a 'slos:' mapping)")
     return spec
@@ -166,7 +173,7 @@ def _number(node: yaml.Node, err: Any, what: str, minimum: float | None = None) 
     try:
         value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
     except ValueError:
-        raise err(node, f"{what} must be a number, not {raw!r}") from None
+        raise err(node, f"{what} must be a number") from None
     if math.isnan(value) or (minimum is not None and value < minimum):
         raise err(node, f"{what} must be >= {minimum:g}")
     return value
@@ -180,7 +187,7 @@ def _parse_slos(node: yaml.Node, err: Any) -> list[SloTarget]:
     for scope_node, metrics_node in node.value:
         scope = str(scope_node.value)
         if not isinstance(metrics_node, yaml.MappingNode):
-            raise err(metrics_node, f"{scope}: expected metric: {{stat: value}} entries")
+            raise err(metrics_node, "expected metric: {stat: value} entries under a workload, e.g. ttft_ms: {p95: 800}")
         for metric_node, stats_node in metrics_node.value:
             metric = str(metric_node.value)
             if metric in ("gpu_memory_gb", CONSISTENCY_METRIC) and scope != "run":
@@ -190,14 +197,19 @@ def _parse_slos(node: yaml.Node, err: Any) -> list[SloTarget]:
             elif metric in _MAX_ONLY:
                 allowed = "max"
             elif metric in RATE_METRICS or is_quality_metric(metric):
-                if (why := _quality.valid_quality_metric(metric)) is not None:
+                if _quality.valid_quality_metric(metric) is not None:
+                    checks = ", ".join(_quality.BUILT_IN_CHECKS)
+                    why = f"quality_<check>: not a check name (built-in: {checks}; or your own check function's name)"
                     raise err(metric_node, why)
                 allowed = "min"
             else:
-                known = ", ".join([*LATENCY_METRICS, *SESSION_METRICS, *_MAX_ONLY, *sorted(RATE_METRICS), _QUALITY])
-                raise err(metric_node, f"unknown metric {metric!r} (known: {known})")
+                names = [*LATENCY_METRICS, *SESSION_METRICS, *_MAX_ONLY, *sorted(RATE_METRICS)]
+                raise err(
+                    metric_node, f"unknown metric{_nearest(metric, names)} (known: {', '.join(names)}, {_QUALITY})"
+                )
+            said = metric if not metric.startswith(QUALITY_PREFIX) else "quality_<check>"  # a check's name: the file's
             if not isinstance(stats_node, yaml.MappingNode) or not stats_node.value:
-                raise err(stats_node, f"{metric}: expected {{stat: value}}, e.g. {{p95: 800}}")
+                raise err(stats_node, f"{said}: expected {{stat: value}}, e.g. {{p95: 800}}")
             for stat_node, value_node in stats_node.value:
                 stat = str(stat_node.value)
                 ok = (
@@ -206,15 +218,33 @@ def _parse_slos(node: yaml.Node, err: Any) -> list[SloTarget]:
                     or ((metric in RATE_METRICS or is_quality_metric(metric)) and stat == "min")
                 )
                 if not ok:
-                    raise err(stat_node, f"{metric}: unknown statistic {stat!r} (use {allowed})")
-                value = _number(value_node, err, f"{metric} {stat}", minimum=0)
+                    raise err(stat_node, f"{said}: unknown statistic (use {allowed})")
+                value = _number(value_node, err, f"{said} {stat}", minimum=0)
                 if (metric in ("error_rate", CONSISTENCY_METRIC) or is_quality_metric(metric)) and value > 1:
                     eg = "0.01) or a percentage ('1%')" if stat == "max" else "0.99) or a percentage ('99%': 0–100%)"
-                    raise err(value_node, f"{metric} {stat} is a fraction ({eg}")
+                    raise err(value_node, f"{said} {stat} is a fraction ({eg}")
                 targets.append(
                     SloTarget(scope, metric, stat, value, stat_node.start_mark.line + 1, scope_node.start_mark.line + 1)
                 )
     return targets
+
+
+def _nearest(name: str, names: list[str] | tuple[str, ...]) -> str:
+    """`` — did you mean NAME?`` with the known name nearest ``name`` (the file's own text is never said)."""
+    near = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    return f" — did you mean {near[0]}?" if near else ""
+
+
+def _unquoted(problem: Any) -> str:
+    """PyYAML's problem with any text it quotes from the file left out (its own tokens, e.g. '<stream end>',
+    and a single character are kept: they say what is wrong, not what the file holds)."""
+    text = str(problem or "not parsable")
+    return re.sub(r"'[^']*'|\"[^\"]*\"", _kept_if_yaml_own, text)
+
+
+def _kept_if_yaml_own(match: re.Match[str]) -> str:
+    quoted = match.group(0)
+    return quoted if len(quoted) <= 4 or quoted[1:-1] in _YAML_TOKENS else "…"
 
 
 def _valid_pct(stat: str) -> bool:

@@ -140,7 +140,10 @@ def test_invalid_slo_file_is_rejected_before_any_traffic(locust_runner, tmp_path
     slo.write_text("slos:\n  chat:\n    ttft_ms: {p95: 800}\n  chta:\n    e2e_ms: {p95: 900}\n")
     run = locust_runner("chat.py", "--chat-think-time", "0-0.2", "-u", "2", "-r", "2", "-t", "30s", "--slo", str(slo))
     assert run.returncode == 3
-    assert f"tokenstorm: invalid SLO file: {slo}:4: no workload named 'chta'" in run.output
+    assert (
+        f"tokenstorm: invalid SLO file: {slo}:4: no workload of that name in this locustfile — did you mean chat?"
+        in run.output
+    )
     assert run.run_dir is None  # nothing ran
     assert "Traceback" not in run.output
 

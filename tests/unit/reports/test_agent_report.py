@@ -201,8 +201,8 @@ def test_a_run_without_tool_calls_or_sessions_says_why_the_slo_has_no_value(tmp_
 @pytest.mark.parametrize(
     ("text", "reason"),
     [
-        ("slos:\n  agent:\n    session_ms: {min: 5}\n", "session_ms: unknown statistic 'min'"),
-        ("slos:\n  agent:\n    tool_call_ms: {p100: 5}\n", "tool_call_ms: unknown statistic 'p100'"),
+        ("slos:\n  agent:\n    session_ms: {min: 5}\n", "session_ms: unknown statistic (use p50"),
+        ("slos:\n  agent:\n    tool_call_ms: {p100: 5}\n", "tool_call_ms: unknown statistic (use p50"),
         ("slos:\n  agent:\n    session: {p95: 5}\n", "itl_ms, tpot_ms, e2e_ms, tool_call_ms, session_ms"),
     ],
 )

@@ -173,13 +173,13 @@ def test_star_quality_judges_only_workloads_with_checks_and_fails_when_none_has(
 @pytest.mark.parametrize(
     ("text", "line", "reason"),
     [
-        ("slos:\n  chat:\n    quality: {max: 99%}\n", 3, "unknown statistic 'max' (use min)"),
+        ("slos:\n  chat:\n    quality: {max: 99%}\n", 3, "quality: unknown statistic (use min)"),
         ("slos:\n  chat:\n    quality: {min: 120%}\n", 3, "fraction"),
         ("slos:\n  chat:\n    quality: {min: 99}\n", 3, "fraction"),
-        ("slos:\n  chat:\n    quality_not-a-name: {min: 99%}\n", 3, "'not-a-name' is not a check name"),
-        ("slos:\n  chat:\n    quality_: {min: 99%}\n", 3, "is not a check name"),
+        ("slos:\n  chat:\n    quality_not-a-name: {min: 99%}\n", 3, "quality_<check>: not a check name"),
+        ("slos:\n  chat:\n    quality_: {min: 99%}\n", 3, "not a check name"),
         ("slos:\n  chat:\n    consistency_changed: {max: 0%}\n", 3, "whole-run target"),
-        ("slos:\n  run:\n    consistency_changed: {min: 0%}\n", 3, "unknown statistic 'min' (use max)"),
+        ("slos:\n  run:\n    consistency_changed: {min: 0%}\n", 3, "consistency_changed: unknown statistic (use max)"),
         ("slos:\n  run:\n    qualty: {min: 99%}\n", 3, "quality_<check>"),
     ],
 )

@@ -78,13 +78,13 @@ def test_gpu_memory_needs_gpu_samples_and_throughput_is_per_gpu(tmp_path: Path) 
 @pytest.mark.parametrize(
     ("text", "line", "reason"),
     [
-        ("slos:\n  chat:\n    ttft_ms: {p955: 800}\n", 3, "unknown statistic 'p955'"),
-        ("slos:\n  chat:\n    ttft: {p95: 800}\n", 3, "unknown metric 'ttft'"),
+        ("slos:\n  chat:\n    ttft_ms: {p955: 800}\n", 3, "ttft_ms: unknown statistic (use p50"),
+        ("slos:\n  chat:\n    ttft: {p95: 800}\n", 3, "unknown metric — did you mean ttft_ms?"),
         ("slos:\n  chat:\n    ttft_ms: {p95: fast}\n", 3, "must be a number"),
         ("slos:\n  chat:\n    e2e_ms: {p95: -1}\n", 3, "must be >= 0"),
         ("slos:\n  chat:\n    error_rate: {max: 5}\n", 3, "fraction"),
         ("slos:\n  chat:\n    ttft_ms: {p95: 800\n", 4, "not valid YAML"),
-        ("slo:\n  chat: {}\n", 1, "unknown key 'slo'"),
+        ("slo:\n  chat: {}\n", 1, "unknown key — did you mean slos?"),
         ("warmup_s: 10\n", 1, "no SLOs defined"),
         ("slos:\n  chat:\n    gpu_memory_gb: {max: 58}\n", 3, "whole-run target"),
         ("slos:\n  chat:\n    output_tokens_per_s: {max: 5}\n", 3, "use min"),
@@ -99,6 +99,33 @@ def test_invalid_slo_files_name_the_line_and_the_reason(tmp_path: Path, text: st
     assert message.startswith(f"{path}:{line}: "), message
     assert reason in message
     assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("hunter2: sk-hunter2\n", 1),  # a key file given by mistake: unknown key
+        ("slos:\n  run:\n    ttft_ms: {p95: hunter2}\n", 3),  # not a number
+        ("slos:\n  run:\n    hunter2_ms: {p95: 1}\n", 3),  # unknown metric
+        ("slos:\n  run:\n    ttft_ms: {hunter2: 1}\n", 3),  # unknown statistic
+        ("slos:\n  run:\n    quality_hunter2: {max: 1}\n", 3),  # a check's name is the file's text too
+        ("slos:\n  run:\n    quality_hunter-2: {min: 1}\n", 3),  # not a check name
+        ("slos:\n  hunter2: 5\n", 2),  # a workload's entry that is no mapping
+        ("version: hunter2\nslos: {run: {error_rate: {max: 0.1}}}\n", 1),
+        ("a: !hunter2!x 1\n", 1),  # PyYAML's problem quotes the tag handle
+        ('password: "hunter2\n', 2),  # unterminated quote: the line after the last (the file's end)
+        ("root:$6$hunter2:19000:0:99999:7:::\nbin:hunter2:1\n", 3),  # a shadow file
+    ],
+)
+def test_an_invalid_slo_file_is_said_by_line_and_reason_never_by_its_text(tmp_path: Path, text: str, line: int) -> None:
+    # The line reaches the console, logs and the web form: a file holding secrets must not be quoted.
+    path = tmp_path / "slo.yaml"
+    path.write_text(text)
+    with pytest.raises(SloSpecError) as err:
+        load_slo_spec(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}:{line}: ") and "\n" not in message, message
+    assert "hunter" not in message, message
 
 
 def test_percentile_method_matches_numpy_linear() -> None:

@@ -30,6 +30,7 @@ __all__ = [
     "load_workloads_or_exit",
     "preflight",
     "say_worker_port",
+    "slo_spec_for",
 ]
 
 log = logging.getLogger("tokenstorm")
@@ -59,26 +60,39 @@ def say_worker_port(environment: Environment) -> None:
                 host, getattr(opts, "master_bind_port", 5557))  # fmt: skip
 
 
-def load_slo_spec_or_exit(environment: Environment, ctx: RunContext) -> None:
-    """Reject a bad SLO file before any traffic: one line with the file, line and reason."""
+def slo_spec_for(environment: Environment, path: str) -> tuple[Any, str | None]:
+    """The run's SLO spec from file ``path`` (empty: the default check) and the file's text, checked against
+    this locustfile's workloads; :class:`OptionError` in one line (``invalid SLO file: FILE:LINE: reason``,
+    never the file's text) when it is bad. At start-up and again at each run's start (the web UI form)."""
+    import difflib
+
     from reports import SloSpecError, load_slo_spec
 
-    path = ctx.options.slo
     try:
         spec = load_slo_spec(path or None)
         known = {str(getattr(u, "workload", u.__name__)) for u in environment.user_classes}
         unknown = spec.workloads_named() - known - {"run", "*"}
         if unknown:
             first = min((t for t in spec.targets if t.scope in unknown), key=lambda t: t.scope_line)
+            near = difflib.get_close_matches(first.scope, sorted(known), n=1)
             raise SloSpecError(
-                f"{spec.source}:{first.scope_line}: no workload named {first.scope!r} in this locustfile "
-                f"(known: {', '.join(sorted(known))}, or 'run' / '*')"
+                f"{spec.source}:{first.scope_line}: no workload of that name in this locustfile"
+                + (f" — did you mean {near[0]}?" if near else "")
+                + f" (known: {', '.join(sorted(known))}, or 'run' / '*')"
             )
+        text = Path(path).read_text(encoding="utf-8-sig") if path else None
     except SloSpecError as exc:
-        sys.stderr.write(f"tokenstorm: invalid SLO file: {exc}\n")
+        raise OptionError(f"invalid SLO file: {exc}") from None
+    return spec, text
+
+
+def load_slo_spec_or_exit(environment: Environment, ctx: RunContext) -> None:
+    """Reject a bad SLO file before any traffic: one line with the file, line and reason."""
+    try:
+        ctx.slo_spec, ctx.slo_spec_text = slo_spec_for(environment, ctx.options.slo)
+    except OptionError as exc:
+        sys.stderr.write(f"tokenstorm: {exc}\n")
         raise SystemExit(EXIT_RUN_FAILED) from None
-    ctx.slo_spec = spec
-    ctx.slo_spec_text = Path(path).read_text(encoding="utf-8-sig") if path else None
 
 
 def load_workloads(environment: Environment, ctx: RunContext) -> None:
