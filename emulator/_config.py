@@ -8,7 +8,8 @@ __all__ = ["FAULT_KINDS", "REASONING_FORMATS", "WRONG_KINDS", "EmulatorConfig"]
 
 #: Faults the emulator can inject, by the name used in ``--fault`` and ``X-Emulator-Fault``.
 #: ``echo_auth``: an HTTP 500 whose message repeats the request's credentials, as some gateways do.
-FAULT_KINDS = ("429", "500", "503", "refuse", "drop", "malformed", "stall", "no_done", "echo_auth")
+#: ``endless``: an answer that never ends (past ``max_tokens``, no finish), see ``_endless``.
+FAULT_KINDS = ("429", "500", "503", "refuse", "drop", "malformed", "stall", "no_done", "echo_auth", "endless")
 #: How reasoning is streamed (``--reasoning-format``): a field, tags in content, or a pre-filled tag.
 REASONING_FORMATS = ("field", "tags", "prefilled")
 #: Wrong answers the emulator can give on purpose, by the name of their knob (``--wrong-<name>``, ``_`` as ``-``)

@@ -26,6 +26,7 @@ from typing import Any, TextIO
 from ._about import cache_config_labels, models_body, server_version
 from ._answers import Answered, answer_for, token_text, whole_text
 from ._config import FAULT_KINDS, EmulatorConfig
+from ._endless import endless
 from ._http import Request, chunk, read_request, reset, send, send_json
 from ._metrics import EmulatorMetrics
 from ._payloads import (
@@ -161,6 +162,8 @@ class EmulatorServer:
         text = prompt_text(body, chat)
         prompt = text.encode("utf-8")
         prompt_tokens = prompt_tokens_of(prompt)
+        if fault == "endless":
+            return await endless(writer, self.config, body, chat, prompt_tokens)
         answered = self._answer(body, chat, text, prompt, prompt_tokens, tool_choice, functions)
         output_tokens, finish, reasoning_tokens, call = (answered.output_tokens, answered.finish,
                                                          answered.reasoning_tokens, answered.call)  # fmt: skip

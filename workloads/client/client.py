@@ -27,6 +27,7 @@ from ..rundir.records import LATE_EVENT_S, ErrorCategory, RequestRecord
 from ..rundir.secrets import authorization_header, redact, split_credentials
 from .failures import STALL, describe, error_text, fail, http_category, secrets_of
 from .http import HttpConnection, HttpResponse, ProtocolError
+from .limits import ResponseCap
 from .reading import fill_from_timer, read_stream, read_whole
 from .stall import Stalled, StallWatch
 from .timing import THINK_TAGS, StreamError, StreamTimer
@@ -292,7 +293,8 @@ class LlmClient:
         payload = orjson.dumps(body)
         headers = {**self._headers, **req.headers, "X-Request-Id": self._wire_id(record.request_id)}
         think_tags = self._think_tags if may_think(req) else None
-        timer = StreamTimer(collect_text=req.collect_text or bool(req.checks), think_tags=think_tags)
+        cap = ResponseCap.of(body)
+        timer = StreamTimer(collect_text=req.collect_text or bool(req.checks), think_tags=think_tags, cap=cap)
         self.last_text = ""
         self.last_answer = Answer()
         conn = self._connection()
@@ -322,14 +324,14 @@ class LlmClient:
                     fail(record, http_category(resp.status), error_text(resp.status, err_body), secrets)
                     return record
                 if req.stream:
-                    read_stream(resp, timer, t0)
+                    read_stream(resp, timer, t0, cap)
                     if timer.texts is not None:
                         self.last_text = "".join(timer.texts)
                         self.last_answer = Answer(self.last_text, timer.collected_tool_calls())
                     timer.finish()
                     fill_from_timer(record, timer)
-                elif (bad := read_whole(resp, record, t0)) is not None:
-                    fail(record, ErrorCategory.MALFORMED_CHUNK, bad, secrets)
+                elif (bad := read_whole(resp, record, t0, cap)) is not None:
+                    fail(record, *bad, secrets)
                 record.ok = record.error_category is None
         except StreamError as exc:
             fill_from_timer(record, timer)

@@ -1,5 +1,6 @@
 """Reading a response: a stream's SSE events into the :class:`StreamTimer`, each stamped with the read
-that completed it, and a whole (non-streamed) answer or the timer's figures into the record."""
+that completed it, and a whole (non-streamed) answer or the timer's figures into the record. Neither reads
+past the request's :class:`~.limits.ResponseCap`: a response that goes on is cut (``oversized``)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,16 @@ import time
 
 import orjson
 
-from ..rundir.records import LATE_EVENT_S, RequestRecord
+from ..rundir.records import LATE_EVENT_S, ErrorCategory, RequestRecord
 from .http import HttpResponse
+from .limits import ResponseCap
 from .sse import SseParser
-from .timing import StreamTimer, cached_tokens
+from .timing import StreamError, StreamTimer, cached_tokens
 
 __all__ = ["fill_from_timer", "read_stream", "read_whole"]
 
 
-def read_stream(resp: HttpResponse, timer: StreamTimer, t0: float) -> None:
+def read_stream(resp: HttpResponse, timer: StreamTimer, t0: float, cap: ResponseCap | None = None) -> None:
     """Feed SSE events to the timer, each stamped with the read that completed it (kernel
     receive time where available, see :mod:`workloads.client.http`), as seconds since ``t0``.
 
@@ -23,12 +25,21 @@ def read_stream(resp: HttpResponse, timer: StreamTimer, t0: float) -> None:
     that later packet's stamp: a late reader finds the packets coalesced under the newest one.
     When the read's window says its bytes may have waited more than ``LATE_EVENT_S``, such events
     are counted as late. Usage-only chunks and ``[DONE]`` after the last token are not: vLLM sends
-    them in the same step as that token, so sharing its read says nothing about its stamp."""
+    them in the same step as that token, so sharing its read says nothing about its stamp.
+
+    A body past ``cap.body_bytes`` raises :class:`StreamError` (``oversized``) before its last read is parsed:
+    no event, nor the parser's unfinished one, holds more than the cap."""
     parser = SseParser()
     on_event = timer.on_event
     feed = parser.feed
     t = t0
+    left = cap.body_bytes if cap is not None else -1
     for piece, t, window in resp.body():
+        if left >= 0:
+            left -= len(piece)
+            if left < 0:
+                assert cap is not None
+                raise StreamError(ErrorCategory.OVERSIZED, cap.bytes_detail())
         payloads = feed(piece)
         if window <= LATE_EVENT_S or (len(payloads) == 1 and not parser.pending):
             for payload in payloads:  # read on time, or one event alone in its read: its stamp is its own
@@ -49,10 +60,15 @@ def read_stream(resp: HttpResponse, timer: StreamTimer, t0: float) -> None:
         on_event(payload, t - t0)
 
 
-def read_whole(resp: HttpResponse, record: RequestRecord, t0: float) -> str | None:
-    """Fill ``record`` from a non-streamed answer; the failure's detail if it is not a completion."""
-    body = resp.read()
+def read_whole(
+    resp: HttpResponse, record: RequestRecord, t0: float, cap: ResponseCap | None = None
+) -> tuple[str, str] | None:
+    """Fill ``record`` from a non-streamed answer; the failure's category and detail if it is not a
+    completion, or is longer than ``cap.body_bytes`` (then the connection is closed, the rest unread)."""
+    body = resp.read(None if cap is None else cap.body_bytes + 1)
     record.e2e_s = time.perf_counter() - t0
+    if cap is not None and len(body) > cap.body_bytes:
+        return ErrorCategory.OVERSIZED, cap.bytes_detail()
     try:
         data = orjson.loads(body)
         choice = data["choices"][0]
@@ -67,7 +83,7 @@ def read_whole(resp: HttpResponse, record: RequestRecord, t0: float) -> str | No
             record.tool_calls = len(calls)
             record.ttft_tool_s = record.tool_call_s = record.e2e_s
     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-        return "response body is not a completion object"
+        return ErrorCategory.MALFORMED_CHUNK, "response body is not a completion object"
     if record.output_tokens and record.output_tokens > 1:
         record.token_events = 1
     return None

@@ -36,6 +36,7 @@ from typing import Any
 import orjson
 
 from ..rundir.records import ErrorCategory
+from .limits import ResponseCap
 
 __all__ = ["StreamError", "StreamTimer", "cached_tokens"]
 
@@ -63,6 +64,7 @@ class StreamTimer:
     """Accumulates per-event timing for one streamed response. Times are seconds since send."""
 
     __slots__ = (
+        "_cap",
         "_close0",
         "_keep_tools",
         "_last_completion_tokens",
@@ -98,7 +100,14 @@ class StreamTimer:
         "ttft_late",
     )
 
-    def __init__(self, collect_text: bool = False, think_tags: tuple[str, str] | None = THINK_TAGS) -> None:
+    def __init__(
+        self,
+        collect_text: bool = False,
+        think_tags: tuple[str, str] | None = THINK_TAGS,
+        cap: ResponseCap | None = None,
+    ) -> None:
+        #: past its tokens, the stream is cut (``oversized``): what was read up to then stays
+        self._cap = cap
         self.texts: list[str] | None = [] if collect_text else None
         self.first_chunk_t: float | None = None
         self.first_token_t: float | None = None
@@ -164,6 +173,8 @@ class StreamTimer:
         if isinstance(usage, dict):
             completion = usage.get("completion_tokens")
             if isinstance(completion, int):
+                if self._cap is not None and completion > self._cap.tokens:
+                    raise StreamError(ErrorCategory.OVERSIZED, self._cap.tokens_detail())
                 prev = self._last_completion_tokens or 0
                 new_tokens = completion - prev
                 self._last_completion_tokens = completion
@@ -280,6 +291,8 @@ class StreamTimer:
         return bool(rest), True, rest
 
     def _on_token(self, t: float, k: int, visible: bool, answer: bool, reasoning: bool) -> None:
+        if self._cap is not None and self.token_events >= self._cap.tokens:
+            raise StreamError(ErrorCategory.OVERSIZED, self._cap.tokens_detail())
         self.token_events += 1
         if reasoning:
             self.reasoning_events += 1

@@ -12,11 +12,14 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import orjson
+
+from .faults import AppendFile, WriteFailed
 
 __all__ = [
     "CHECK_NAMES",
@@ -55,6 +58,8 @@ class ErrorCategory:
     NO_FINISH_REASON = "no_finish_reason"
     ERROR_EVENT = "error_event"
     NO_TOKENS = "no_tokens"
+    #: the response went past the client's cap (a multiple of max_tokens, see workloads.client.limits): cut
+    OVERSIZED = "oversized"
     #: Stopped by the load test itself (run ended, user stopped) — kept, but not a server failure.
     CANCELLED = "cancelled"
 
@@ -71,6 +76,7 @@ class ErrorCategory:
         NO_FINISH_REASON,
         ERROR_EVENT,
         NO_TOKENS,
+        OVERSIZED,
         CANCELLED,
     )
 
@@ -202,6 +208,14 @@ class TailedWriter:
 
     def __init__(self) -> None:
         self._tails: list[RecordTail] = []
+        #: records taken and on disk (or on their way there)
+        self.count = 0
+        #: the first write that failed (the writer takes nothing after it); None: none failed
+        self.failure: WriteFailed | None = None
+        #: called once with that failure (the plugin stops the run)
+        self.on_failure: Callable[[WriteFailed], None] | None = None
+        #: records taken but not on disk because a write failed
+        self.lost = 0
 
     def tail(self) -> RecordTail:
         """A :class:`RecordTail` fed every record this writer takes from now on."""
@@ -220,6 +234,15 @@ class TailedWriter:
         for t in self._tails:
             t.feed(rows)
 
+    def _failed(self, failure: WriteFailed, lost: int) -> None:
+        """A write failed: ``lost`` records taken are not on disk; say it once (``on_failure``)."""
+        self.lost += lost
+        self.count -= lost
+        if self.failure is None:
+            self.failure = failure
+            if self.on_failure is not None:
+                self.on_failure(failure)
+
 
 class RecordWriter(TailedWriter):
     """Appends records to ``requests.jsonl`` (format 1, ``--records jsonl``); flushes at least
@@ -228,15 +251,23 @@ class RecordWriter(TailedWriter):
 
     Safe to call from many greenlets; the file is flushed on a timer rather than per record
     so high request rates do not pay a syscall each, yet a crash loses seconds, not the run.
+    Whole lines only: a flush that fails (disk full) leaves the file ending on the last line
+    written before it, and the writer takes no more (``failure``, ``on_failure``).
     """
+
+    #: pushed to the OS before the timer when this much is buffered
+    PUSH_BYTES = 1 << 20
+    #: what one record takes on disk, roughly (2–6 KB: a long answer's ITL gaps are most of it)
+    record_bytes_estimate = 3000
 
     def __init__(self, path: Path, flush_interval_s: float = 2.0) -> None:
         super().__init__()
         self.path = self.location = path
-        self._fh: IO[str] = path.open("a", encoding="utf-8")
+        self._fh = AppendFile(path, "records")
         self._lock = threading.Lock()
         self._flush_interval_s = flush_interval_s
         self._last_flush = time.monotonic()
+        self._pending_lines = 0
         self.count = 0
 
     def write_rows(self, rows: list[dict[str, Any]]) -> None:
@@ -250,28 +281,38 @@ class RecordWriter(TailedWriter):
         if self._tails:
             self._feed_tails([orjson.loads(line) for line in lines])
         with self._lock:
+            if self.failure is not None:
+                self.lost += len(lines)
+                return
             if self._fh.closed:  # a straggler after the run closed the file: keep it anyway
-                self._fh = self.path.open("a", encoding="utf-8")
-            self._fh.write("\n".join(lines) + "\n")
+                self._fh = AppendFile(self.path, "records")
+            self._fh.write(("\n".join(lines) + "\n").encode())
             self.count += len(lines)
+            self._pending_lines += len(lines)
             now = time.monotonic()
-            if now - self._last_flush >= self._flush_interval_s:
-                self._fh.flush()
-                self._last_flush = now
+            if now - self._last_flush >= self._flush_interval_s or self._fh.pending_bytes >= self.PUSH_BYTES:
+                self._push_locked()
+
+    def _push_locked(self) -> None:
+        self._last_flush = time.monotonic()
+        try:
+            self._fh.push()
+        except WriteFailed as exc:
+            lost, self._pending_lines = self._pending_lines, 0
+            self._failed(exc, lost)
+            return
+        self._pending_lines = 0
 
     def flush(self) -> None:
         """Push buffered records to the OS (called by the periodic flusher too)."""
         with self._lock:
-            if not self._fh.closed:
-                self._fh.flush()
-                self._last_flush = time.monotonic()
+            self._push_locked()
 
     def close(self) -> None:
         """Flush and close the file."""
         with self._lock:
-            if not self._fh.closed:
-                self._fh.flush()
-                self._fh.close()
+            self._push_locked()
+            self._fh.close()
 
 
 class RecordTail:
