@@ -222,10 +222,13 @@ def _is(df: pd.DataFrame, col: str, value: str) -> np.ndarray:
 
 
 def incompleteness(run: RunData, live: bool = False) -> list[str]:
-    """Why ``run``'s figures are partial: workers lost (unless ``--allow-lost-workers``), or the
-    run never finished (``run.json`` still says running, and this is not a live view of it)."""
+    """Why ``run``'s figures are partial: interrupted before its planned end (SIGTERM, Ctrl-C), workers
+    lost (unless ``--allow-lost-workers``), or the run never finished (``run.json`` still says running,
+    and this is not a live view of it)."""
     meta = run.meta
     out = []
+    if meta.status == "interrupted":
+        out.append(f"interrupted by {meta.interrupted or 'a signal'} — the figures cover what completed until then")
     if meta.workers_lost and not meta.option("allow_lost_workers", False):
         out.append(f"{len(meta.workers_lost)} of {len(meta.workers_seen) or '?'} workers were lost during the run "
                    f"({', '.join(sorted(meta.workers_lost))}): the load after that was lower than asked for "

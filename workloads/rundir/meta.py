@@ -124,7 +124,7 @@ def _split(cls: type, data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, A
 class RunMeta:
     """``run.json``: what ran, against what, and how it ended. Secrets are never in ``options``."""
 
-    status: str = "running"  # running, failed, stopped, finished
+    status: str = "running"  # running, failed, stopped, finished, interrupted (a signal before its planned end)
     target: str | None = None
     simulated: bool = False
     model: str | None = None
@@ -156,6 +156,8 @@ class RunMeta:
     #: Workloads left out of the run's mix: name -> the one line saying why (agent sessions against a server
     #: that does not call tools). Empty: none (and no key in the file).
     left_out: dict[str, str] = field(default_factory=dict)
+    #: status ``interrupted``: by what, when ("SIGTERM 3 s into its planned 30 s"); None (no key): not interrupted
+    interrupted: str | None = None
     schema: int = RUN_SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)  # keys of a newer writer, kept as they were
 
@@ -168,7 +170,7 @@ class RunMeta:
         """The JSON object written to ``run.json``."""
         doc = asdict(self)
         extra = doc.pop("extra")
-        for key in ("targets", "deployment", "gpus", "left_out"):
+        for key in ("targets", "deployment", "gpus", "left_out", "interrupted"):
             if not doc[key]:
                 del doc[key]  # a one-target run's run.json stays as 0.1 wrote it
         return {**extra, **doc}

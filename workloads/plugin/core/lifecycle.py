@@ -26,7 +26,7 @@ from ..quality import probes
 from ..shapes import soak
 from ..users.workload import WorkloadUser, run_targets
 from ..web.webui import extend_web_ui
-from . import locust_compat, shipping
+from . import locust_compat, master_watch, shipping
 from .checks import (
     check_run_root,
     load_slo_spec_or_exit,
@@ -37,6 +37,7 @@ from .checks import (
 )
 from .context import RunContext, context
 from .deployment import capture_run_deployment
+from .interrupts import watch_signals, write_end
 from .monitoring import start_monitor, stop_monitor
 from .options import OptionError, add_options, users_problem, warmup_problem
 from .progress_display import ProgressPrinter, console_logger
@@ -317,7 +318,7 @@ def _on_test_stop(environment: Environment, **_kw: Any) -> None:
     ctx.gpus = read_gpus(ctx.run_dir)  # written by the monitor process, which has stopped
     ctx.gc_watch.stop()
     ctx.flush()
-    ctx.write_run_json(vars(opts), environment.host, "finished", stopped_epoch_s=time.time())
+    write_end(environment, ctx)
     _build_outputs(environment, ctx)
 
 
@@ -335,8 +336,7 @@ def _on_quitting(environment: Environment, **_kw: Any) -> None:
         if not ctx.report_built:
             stop_monitor(ctx)
             ctx.gpus = read_gpus(ctx.run_dir)
-            ctx.write_run_json(vars(environment.parsed_options), environment.host, "finished",
-                               stopped_epoch_s=time.time())  # fmt: skip
+            write_end(environment, ctx)
             _build_outputs(environment, ctx)
         if not ctx.records_said:  # Locust may fire "quitting" twice (a signal, then the end of main)
             ctx.records_said = True
@@ -345,6 +345,7 @@ def _on_quitting(environment: Environment, **_kw: Any) -> None:
                 ctx.writer.count if ctx.writer else 0,
                 ctx.writer.location if ctx.writer else ctx.run_dir,
             )
+    master_watch.save_unsent_records(environment)
     stop_monitor(ctx)
     if ctx.snapshots is not None:
         ctx.snapshots.stop()
@@ -374,10 +375,14 @@ def install(event_hooks: Events | None = None) -> None:
     if ev in _INSTALLED:
         return
     _INSTALLED.add(ev)
+    master_watch.install_fork_hook()  # before Locust forks its --processes workers
+    ev.init.add_listener(master_watch.disarm_fork_hook)  # the first: the workers are forked by now
     ev.init_command_line_parser.add_listener(add_options)
     ev.init_command_line_parser.add_listener(locust_compat.loopback_for_local_workers)
     ev.init.add_listener(shipping.remember_environment)
     ev.init.add_listener(_on_init)
+    ev.init.add_listener(watch_signals)  # before Locust's own SIGTERM handler, installed after init
+    ev.init.add_listener(master_watch.watch_master)
     ev.init.add_listener(_refresh_loop_clock)
     ev.test_start.add_listener(_on_test_start)
     ev.test_stopping.add_listener(_on_test_stopping)

@@ -14,8 +14,8 @@ from typing import Any
 from locust.env import Environment
 from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
-__all__ = ["is_master", "is_running", "is_worker", "live_workers", "loopback_for_local_workers", "missing_workers",
-           "process_role", "worker_client_id", "worker_index"]  # fmt: skip
+__all__ = ["is_master", "is_running", "is_worker", "live_workers", "loopback_for_local_workers", "master_address",
+           "missing_workers", "process_role", "worker_client_id", "worker_index"]  # fmt: skip
 
 #: Locust's own default for --master-bind-host (every interface)
 _ALL_INTERFACES = "*"
@@ -89,6 +89,11 @@ def worker_index(runner: Any) -> int:
 def worker_client_id(runner: Any) -> str:
     """This process's id in records: the worker's client id, or ``"local"``."""
     return str(runner.client_id) if is_worker(runner) else "local"
+
+
+def master_address(runner: Any) -> tuple[str, int]:
+    """The master a worker connects to (host, port)."""
+    return str(runner.master_host), int(runner.master_port)
 
 
 def live_workers(runner: Any) -> set[str]:

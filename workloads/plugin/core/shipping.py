@@ -16,7 +16,7 @@ import gevent
 from locust.env import Environment
 
 from ...client.clock import MIN_INTERVAL_S, ClockProbe
-from . import locust_compat
+from . import locust_compat, master_watch
 from .context import RunContext, context
 
 __all__ = ["on_heartbeat_sent", "on_report_to_master", "on_worker_report", "remember_environment",
@@ -50,12 +50,13 @@ def _start_probe(**_kw: Any) -> None:
 
 
 def on_report_to_master(client_id: str, data: dict[str, Any], **_kw: Any) -> None:
-    """On a worker: attach the records made since the last report, the users left and this process's
-    timekeeping since the last report (once a run has started)."""
+    """On a worker: attach the records made since the last report (held while the master is silent), the
+    users left and this process's timekeeping since the last report (once a run has started)."""
     env = _ENVIRONMENTS.get("worker")
     if env is None:
         return
-    data["tokenstorm_records"] = context(env).take_outbox()
+    # A master silent for a while may be gone, and a report sent to it lost: its records wait for the next.
+    data["tokenstorm_records"] = [] if master_watch.records_held() else context(env).take_outbox()
     runner = env.runner
     # 0 once the worker's users are all stopped: this report then carries its last records.
     data["tokenstorm_users"] = runner.user_count if runner is not None else 0

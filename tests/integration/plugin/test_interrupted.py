@@ -1,0 +1,72 @@
+"""An interrupted run is incomplete: a CI job killed by its runner's timeout (SIGTERM), or a Ctrl-C
+(SIGINT), before the run's planned end must not read as passed — exit code 4, ``complete: false``,
+with the verdict of what completed still shown. A run with no planned end ends by a signal: complete."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import LOCUST, ROOT
+
+LOCUSTFILE = str(ROOT / "locustfiles" / "code_completion.py")
+
+
+def _run_and_signal(tmp_path: Path, signum: int, *args: str) -> tuple[int, str, Path]:
+    """Start a headless run, send ``signum`` ~3 s after its run directory appears; (exit code, output, run dir)."""
+    proc = subprocess.Popen(
+        [*LOCUST, "-f", LOCUSTFILE, "--headless", "-u", "2", "-r", "2", "--max-tokens", "10",
+         "--timing-verdict", "warn", "--run-dir", str(tmp_path / "runs"), "--emulator-args", "--ttft-ms 20", *args],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not list((tmp_path / "runs").glob("*/run.json")):
+            assert time.monotonic() < deadline and proc.poll() is None, "the run did not start"
+            time.sleep(0.1)
+        time.sleep(3)
+        os.kill(proc.pid, signum)  # the locust process only, as a CI runner's timeout or a terminal's Ctrl-C
+        out, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    return proc.returncode, out, run_dir
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_before_the_planned_end_makes_the_run_incomplete(tmp_path: Path, signum: int) -> None:
+    code, out, run_dir = _run_and_signal(tmp_path, signum, "-t", "30s")
+    name = signal.Signals(signum).name
+    # Before: exit 0 and complete: true — a CI job cut off by its timeout read as passed.
+    assert code == 4, out[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["complete"] is False and summary["verdict"] == "incomplete"
+    (reason,) = summary["incomplete_reasons"]
+    assert reason.startswith(f"interrupted by {name} ") and "into its planned 30 s" in reason, reason
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["status"] == "interrupted" and meta["interrupted"].startswith(name)
+    # The verdict of what completed is still given, last, on the console and in the report.
+    verdict = out.rstrip().splitlines()[-1]
+    assert "(exit code 4)" in out and "INCOMPLETE — run incomplete — interrupted by" in out, out[-3000:]
+    assert "default check held" in out, verdict
+    assert summary["completed"] > 0
+    report = (run_dir / "report.html").read_text()
+    assert "Run incomplete" in report and f"interrupted by {name}" in report
+    junit = (run_dir / "junit.xml").read_text()
+    assert "run incomplete: interrupted by" in junit
+
+
+def test_a_run_without_a_planned_end_stopped_by_sigterm_is_complete(tmp_path: Path) -> None:
+    code, out, run_dir = _run_and_signal(tmp_path, signal.SIGTERM)  # no -t: it runs until it is stopped
+    assert code == 0, out[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["complete"] is True and summary["verdict"] == "passed"
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "finished"
