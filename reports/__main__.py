@@ -18,9 +18,11 @@ run regressed against the baseline by more than the threshold (it says so when t
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, NoReturn
 
 from reports.build import build_report, spec_for_run
 from reports.compare.runs import CompareInputError, compare_runs
@@ -28,6 +30,31 @@ from reports.judging.alerts import AlertRuleError, alert_rules
 from reports.judging.slo_spec import SloSpecError, load_slo_spec
 
 _PROG = "python -m reports"
+
+
+class _Parser(argparse.ArgumentParser):
+    """Whole option names only (``--sl`` is not ``--slo``), and an unknown one said in one line with the nearest
+    known name; every other argument error as argparse says it (usage, then the error; exit 2)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.flags: list[str] = []  # before super().__init__, which adds --help through add_argument
+        super().__init__(**{"allow_abbrev": False, **kwargs})
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        """``ArgumentParser.add_argument``, remembering the option's names for the unknown-option line."""
+        action = super().add_argument(*args, **kwargs)
+        self.flags.extend(action.option_strings)
+        return action
+
+    def error(self, message: str) -> NoReturn:
+        """One line for an unknown option (its name, never its value), else argparse's usage and error."""
+        _, sep, rest = message.partition("unrecognized arguments:")
+        if sep and rest.split() and rest.split()[0].startswith("-"):
+            name = rest.split()[0].split("=", 1)[0]
+            near = difflib.get_close_matches(name, self.flags, n=1)
+            hint = f" (did you mean {near[0]}?)" if near else f" (see {self.prog} --help)"
+            self.exit(2, f"{self.prog}: {name[:60]}: unknown option{hint}\n")
+        super().error(message)
 
 
 def main(argv: list[str] | None = None, prog: str = _PROG, names: Mapping[str, str] | None = None) -> int:
@@ -41,8 +68,7 @@ def main(argv: list[str] | None = None, prog: str = _PROG, names: Mapping[str, s
     def prog_of(cmd: str) -> str:
         return f"{prog} {names.get(cmd, cmd)}"
 
-    p = argparse.ArgumentParser(prog=prog, description=description,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p = _Parser(prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser(
         "build", prog=prog_of("build"), help="write report.html, junit.xml and summary.json into RUN_DIR"
@@ -85,6 +111,7 @@ def main(argv: list[str] | None = None, prog: str = _PROG, names: Mapping[str, s
     e.add_argument(
         "-o", "--output", type=Path, default=None, help="where to (default RUN_DIR/requests.jsonl; - for stdout)"
     )
+    p.flags.extend(flag for sub_parser in (b, c, a, e) for flag in sub_parser.flags)  # argparse says them on p
     args = p.parse_args(argv)
     who = "reports" if prog == _PROG else prog_of(args.cmd)  # what its lines begin with
     try:

@@ -74,10 +74,10 @@ def _whole_json(path: Path, text: str) -> list[object] | None:
         return None
     try:
         data = json.loads(text)
-    except ValueError as exc:
-        if head == "[":
-            raise DatasetError(f"{path}: not valid JSON ({exc})") from None
-        return None
+    except json.JSONDecodeError as exc:
+        if head == "{" and _one_json_line(text):
+            return None  # JSONL: each line its own object (read, and said, line by line)
+        raise DatasetError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
     if isinstance(data, list):
         return data
     if isinstance(data, dict) and "conversations" in data:
@@ -85,6 +85,17 @@ def _whole_json(path: Path, text: str) -> list[object] | None:
     if isinstance(data, dict) and data and all(isinstance(v, dict) and "conversations" in v for v in data.values()):
         return list(data.values())
     return None
+
+
+def _one_json_line(text: str) -> bool:
+    """The first non-blank line of ``text`` is a JSON document of its own (the file is JSONL, not one
+    document written over many lines)."""
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    try:
+        json.loads(first)
+    except ValueError:
+        return False
+    return True
 
 
 def _sharegpt(path: Path, data: list[object]) -> list[Conversation]:
@@ -122,8 +133,8 @@ def _jsonl(path: Path, text: str) -> list[Conversation]:
             continue
         try:
             obj = json.loads(line)
-        except ValueError as exc:
-            raise DatasetError(f"{path}:{n}: not valid JSON ({exc.args[0]})") from None
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{path}:{n}: not valid JSON ({exc.msg}, column {exc.colno})") from None
         if not isinstance(obj, dict):
             raise DatasetError(f"{path}:{n}: expected an object with 'prompt' or 'messages'")
         max_tokens = obj.get("max_tokens")

@@ -8,6 +8,7 @@ the error is visible in every run.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,10 @@ def _load_tokenizer(tokenizer: str) -> Any:
         path = path / "tokenizer.json"
     where = f"--tokenizer {path}"
     text = read_text_file(path, ValueError, "tokenizer file", _EXPECTED, where=where)
+    try:
+        json.loads(text or "{}")  # an empty file: tokenizers says it is no tokenizer
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{where}:{exc.lineno}: not valid JSON ({exc.msg}) — {_EXPECTED}") from None
     try:
         return Tokenizer.from_str(text)
     except Exception as exc:  # tokenizers raises a bare Exception for whatever it cannot parse

@@ -68,12 +68,20 @@ class TraceRow:
     hash_ids: tuple[int, ...] = ()
 
 
+def _shown(value: Any) -> str:
+    """A value for an error line: a number as written, anything else by its JSON kind (a text is not repeated)."""
+    if isinstance(value, int | float):
+        return repr(value)
+    kinds = {str: "a string", list: "a list", dict: "an object"}
+    return f"({kinds.get(type(value), 'null')})"
+
+
 def _whole(row: dict[str, Any], key: str, where: str, minimum: int) -> int:
     if key not in row:
         raise TraceError(f"{where}: no {key!r} — {_EXPECTED}")
     value = row[key]
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise TraceError(f"{where}: {key} {value!r}: expected a whole number >= {minimum}")
+        raise TraceError(f"{where}: {key} {_shown(value)}: expected a whole number >= {minimum}")
     return value
 
 
@@ -84,7 +92,7 @@ def _row(data: Any, where: str, line: int) -> tuple[float, TraceRow]:
         raise TraceError(f"{where}: no 'timestamp' — {_EXPECTED}")
     stamp = data["timestamp"]
     if isinstance(stamp, bool) or not isinstance(stamp, int | float) or not math.isfinite(stamp) or stamp < 0:
-        raise TraceError(f"{where}: timestamp {stamp!r}: expected milliseconds >= 0")
+        raise TraceError(f"{where}: timestamp {_shown(stamp)}: expected milliseconds >= 0")
     input_length = _whole(data, "input_length", where, 1)
     output_length = _whole(data, "output_length", where, 1)
     ids = data.get("hash_ids", [])

@@ -51,7 +51,7 @@ def test_the_sample_trace_is_mooncake_shaped() -> None:
         ('{"timestamp": 0, "output_length": 1}', "no 'input_length'"),
         ('{"timestamp": 0, "input_length": 5}', "no 'output_length'"),
         ('{"timestamp": -1, "input_length": 5, "output_length": 1}', "timestamp -1: expected milliseconds >= 0"),
-        ('{"timestamp": "5", "input_length": 5, "output_length": 1}', "timestamp '5': expected milliseconds"),
+        ('{"timestamp": "5", "input_length": 5, "output_length": 1}', "timestamp (a string): expected milliseconds"),
         ('{"timestamp": true, "input_length": 5, "output_length": 1}', "timestamp True: expected milliseconds"),
         ('{"timestamp": 0, "input_length": 0, "output_length": 1}', "input_length 0: expected a whole number >= 1"),
         ('{"timestamp": 0, "input_length": 5.5, "output_length": 1}', "input_length 5.5: expected a whole number"),

@@ -41,6 +41,7 @@ from .interrupts import watch_signals, write_end
 from .monitoring import start_monitor, stop_monitor
 from .options import OptionError, add_options, users_problem, warmup_problem
 from .progress_display import ProgressPrinter, console_logger
+from .whole_names import whole_option_names
 from .targets import check_url
 
 __all__ = ["install"]
@@ -376,6 +377,7 @@ def install(event_hooks: Events | None = None) -> None:
         return
     _INSTALLED.add(ev)
     master_watch.install_fork_hook()  # before Locust forks its --processes workers
+    ev.init_command_line_parser.add_listener(whole_option_names)
     ev.init.add_listener(master_watch.disarm_fork_hook)  # the first: the workers are forked by now
     ev.init_command_line_parser.add_listener(add_options)
     ev.init_command_line_parser.add_listener(locust_compat.loopback_for_local_workers)
