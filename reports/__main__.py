@@ -18,6 +18,7 @@ run regressed against the baseline by more than the threshold (it says so when t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import sys
 from collections.abc import Mapping
@@ -28,6 +29,7 @@ from reports.build import build_report, spec_for_run
 from reports.compare.runs import CompareInputError, compare_runs
 from reports.judging.alerts import AlertRuleError, alert_rules
 from reports.judging.slo_spec import SloSpecError, load_slo_spec
+from workloads.rundir.faults import WriteFailed
 
 _PROG = "python -m reports"
 
@@ -144,7 +146,7 @@ def main(argv: list[str] | None = None, prog: str = _PROG, names: Mapping[str, s
         if args.html:
             args.html.write_text(comparison.to_html(), encoding="utf-8")
         return 1 if comparison.regressions else 0
-    except (FileNotFoundError, SloSpecError, AlertRuleError) as exc:
+    except (FileNotFoundError, WriteFailed, SloSpecError, AlertRuleError) as exc:
         print(f"{who}: {exc}", file=sys.stderr)
         return 2
 
@@ -152,6 +154,8 @@ def main(argv: list[str] | None = None, prog: str = _PROG, names: Mapping[str, s
 def _export(run_dir: Path, output: Path | None) -> int:
     from workloads.rundir import REQUESTS_FILE, SEGMENTS_DIR, export_jsonl
 
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"{run_dir}: no such folder" if not run_dir.exists() else f"{run_dir}: not a folder")
     if not (run_dir / SEGMENTS_DIR).is_dir():
         raise FileNotFoundError(f"{run_dir} has no {SEGMENTS_DIR}/ segments (its records are already JSON lines?)")
     if str(output) == "-":
@@ -159,9 +163,14 @@ def _export(run_dir: Path, output: Path | None) -> int:
     else:
         target = output or run_dir / REQUESTS_FILE
         tmp = target.with_name(target.name + ".tmp")
-        with tmp.open("wb") as fh:
-            n = export_jsonl(run_dir, fh)
-        tmp.replace(target)
+        try:
+            with tmp.open("wb") as fh:
+                n = export_jsonl(run_dir, fh)
+            tmp.replace(target)
+        except OSError as exc:  # a full disk, a read-only folder: one line, and no .tmp left behind
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise WriteFailed("records", target, exc) from None
         print(f"reports: wrote {n} records to {target}", file=sys.stderr)
     return 0
 

@@ -13,6 +13,7 @@ from reports.render.junit import junit_xml
 from reports.sections.sweep.capacity import capacity_block, capacity_verdict
 from reports.sections.sweep.model import sweep_block, sweep_verdict
 from workloads.rundir import EXIT_CODES, JUNIT_FILE, REPORT_FILE, SUMMARY_FILE, read_run_meta, write_summary
+from workloads.rundir.faults import write_bytes_atomic
 
 __all__ = ["EXIT_CODES", "BuildResult", "build_report", "spec_for_run"]
 
@@ -64,12 +65,11 @@ def build_report(run_dir: Path, spec: SloSpec | None = None, run_failed_error_ra
     if summary.capacity is not None and summary.verdict in ("passed", "failed", "unreliable"):
         summary.verdict, summary.reason = capacity_verdict(summary.capacity)
     report = run_dir / REPORT_FILE
-    tmp = run_dir / (REPORT_FILE + ".tmp")
-    tmp.write_text(render_report(run, spec, summary), encoding="utf-8")
-    tmp.replace(report)
+    # Each written whole or not at all (WriteFailed on a full disk; no .tmp file left behind).
+    write_bytes_atomic(report, render_report(run, spec, summary).encode(), "the report")
     junit = run_dir / JUNIT_FILE
     summary_json = run_dir / SUMMARY_FILE
     if not live:  # a live view is only a page: CI must never pick up a verdict of a run still going
-        junit.write_text(junit_xml(summary), encoding="utf-8")
+        write_bytes_atomic(junit, junit_xml(summary).encode(), "the report")
         summary_json = write_summary(run_dir, summary.to_json(run))
     return BuildResult(summary, report, junit, summary_json)

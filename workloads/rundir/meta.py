@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import orjson
+
+from .faults import AppendFile, write_bytes_atomic
 
 __all__ = [
     "CAPACITY_FILE",
@@ -101,10 +103,9 @@ FIDELITY_MAX_LOOP_LAG_P99_MS = 5.0
 
 
 def write_json_atomic(path: Path, doc: Any) -> None:
-    """Write ``doc`` as indented JSON via a temporary file, so a reader never sees half of it."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2, sort_keys=True, default=str), encoding="utf-8")
-    tmp.replace(path)
+    """Write ``doc`` as indented JSON via a temporary file, so a reader never sees half of it
+    (:class:`~.faults.WriteFailed` when it cannot be written; no temporary file is left)."""
+    write_bytes_atomic(path, json.dumps(doc, indent=2, sort_keys=True, default=str).encode())
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -214,15 +215,15 @@ class LoadWriter:
     """Appends a :class:`LoadSample` per line to ``load.jsonl`` (flushed each line: one a second)."""
 
     def __init__(self, run_dir: Path) -> None:
-        self._fh: IO[bytes] = (run_dir / LOAD_FILE).open("ab")
+        self._fh = AppendFile(run_dir / LOAD_FILE, "load samples")
 
     def write(self, sample: LoadSample) -> None:
-        """Append one sample."""
+        """Append one sample (:class:`~.faults.WriteFailed` when it cannot be written; none after that)."""
         if not self._fh.closed:
             self._fh.write(orjson.dumps({"epoch_s": sample.epoch_s, "users": sample.users, "cpu": sample.cpu,
-                                         "clock": sample.clock}))  # fmt: skip
-            self._fh.write(b"\n")
-            self._fh.flush()
+                                         "clock": sample.clock}) + b"\n")  # fmt: skip
+            self._fh.mark(1)
+            self._fh.push()
 
     def close(self) -> None:
         """Close the file."""

@@ -287,6 +287,7 @@ class RecordWriter(TailedWriter):
             if self._fh.closed:  # a straggler after the run closed the file: keep it anyway
                 self._fh = AppendFile(self.path, "records")
             self._fh.write(("\n".join(lines) + "\n").encode())
+            self._fh.mark(len(lines))
             self.count += len(lines)
             self._pending_lines += len(lines)
             now = time.monotonic()
@@ -298,7 +299,7 @@ class RecordWriter(TailedWriter):
         try:
             self._fh.push()
         except WriteFailed as exc:
-            lost, self._pending_lines = self._pending_lines, 0
+            lost, self._pending_lines = self._pending_lines - self._fh.kept_records, 0
             self._failed(exc, lost)
             return
         self._pending_lines = 0

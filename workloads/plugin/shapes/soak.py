@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ...rundir.procs import child_env
 
@@ -26,14 +27,27 @@ log = logging.getLogger("tokenstorm")
 LOW_DISK_BYTES = 2 * 2**30
 #: ... or less than this share of its size
 LOW_DISK_SHARE = 0.05
+#: the low-disk line waits this long for a first record, to estimate how long the space lasts from the run's rate
+RATE_WAIT_S = 10.0
 
 
 class DiskWatch:
-    """Says once, in one line, when the run directory's disk runs low (and again if it recovers then drops)."""
+    """Says once, in one line, when the run directory's disk runs low (and again if it recovers then drops),
+    with an estimate of how long the free space lasts at the run's rate so far (``writer``: the run's
+    record writer, its ``count`` and ``record_bytes_estimate``)."""
 
-    def __init__(self, path: Path, usage: Callable[[Path], tuple[int, int, int]] = shutil.disk_usage) -> None:
+    def __init__(
+        self,
+        path: Path,
+        usage: Callable[[Path], tuple[int, int, int]] = shutil.disk_usage,
+        writer: Any = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.path = path
         self._usage = usage
+        self._writer = writer
+        self._clock = clock
+        self._started = clock()
         self.low = False
 
     def check(self) -> bool:
@@ -44,11 +58,51 @@ class DiskWatch:
             return self.low
         low = free < LOW_DISK_BYTES or free < LOW_DISK_SHARE * total
         if low and not self.low:
-            log.error("tokenstorm: disk space low for %s: %.1f GiB free of %.0f GiB — the run goes on, but records "
-                      "are lost once it is full; free space or stop the run",
-                      self.path, free / 2**30, total / 2**30)  # fmt: skip
+            lasts = self._lasts(free)
+            if lasts is None:
+                return low  # said once the first records give the run's rate
+            log.error(
+                "tokenstorm: disk space low for %s: %s free of %s — %s; the run stops (exit code 3) at "
+                "the first write that fails",
+                self.path,
+                _size(free, 1),
+                _size(total, 0),
+                lasts,
+            )
         self.low = low
         return low
+
+    def _lasts(self, free: int) -> str | None:
+        """How long ``free`` bytes last at the run's record rate so far, in words (None: wait for a rate)."""
+        elapsed_s = self._clock() - self._started
+        count = int(getattr(self._writer, "count", 0) or 0)
+        if self._writer is None or (count == 0 and elapsed_s >= RATE_WAIT_S):
+            return "how long that lasts is not known (no request has finished yet)"
+        if count == 0:
+            return None
+        per_record = int(getattr(self._writer, "record_bytes_estimate", 1000))
+        rate = count / max(elapsed_s, 1e-3)
+        return (
+            f"at the run's rate so far ({rate:.1f} records/s, about {_size(per_record, 0)} each on disk) "
+            f"that lasts about {_duration(free / (rate * per_record))} (an estimate)"
+        )
+
+
+def _size(n_bytes: float, digits: int) -> str:
+    """``n_bytes`` in GiB, MiB or KiB, whichever reads best."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
+        if n_bytes >= scale:
+            return f"{n_bytes / scale:.{digits}f} {unit}"
+    return f"{n_bytes / 2**10:.0f} KiB"
+
+
+def _duration(seconds: float) -> str:
+    """``seconds`` as a person says it: 40 s, 12 min, 3.5 h."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 class Snapshots:
