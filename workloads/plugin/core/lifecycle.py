@@ -26,7 +26,7 @@ from ..quality import probes
 from ..shapes import soak
 from ..users.workload import WorkloadUser, run_targets
 from ..web.webui import extend_web_ui
-from . import locust_compat, master_watch, shipping
+from . import locust_compat, master_watch, shipping, write_faults
 from .checks import (
     check_run_root,
     load_slo_spec_or_exit,
@@ -190,7 +190,8 @@ def _on_test_start(environment: Environment, **_kw: Any) -> None:
     run_dir = ctx.start(Path(ctx.options.run_dir), label + ("_SIMULATED" if ctx.simulated else ""))
     ctx.problem = problem
     ctx.report_built = False
-    ctx.write_run_json(vars(opts), environment.host, "running" if not problem else "failed")
+    if not write_faults.start_run(environment, ctx, "running" if not problem else "failed"):
+        return  # run.json could not be written: the run stops (said in one line)
     log.info("tokenstorm: run directory %s%s", run_dir, " (SIMULATED)" if ctx.simulated else "")
     if problem:
         log.error("tokenstorm: %s", problem)
@@ -250,6 +251,8 @@ def _build_outputs(environment: Environment, ctx: RunContext) -> None:
     ctx.flush()
     try:
         result = build_report(ctx.run_dir, ctx.slo_spec)
+    except write_faults.WriteFailed:
+        raise  # a run-level fault, said in one line (write_faults.end_run)
     except Exception:  # a bug in the report must not hide the records; say where they are
         log.exception("tokenstorm: building the report failed; the records are in %s", ctx.run_dir)
         environment.process_exit_code = EXIT_RUN_FAILED
@@ -319,8 +322,7 @@ def _on_test_stop(environment: Environment, **_kw: Any) -> None:
     ctx.gpus = read_gpus(ctx.run_dir)  # written by the monitor process, which has stopped
     ctx.gc_watch.stop()
     ctx.flush()
-    write_end(environment, ctx)
-    _build_outputs(environment, ctx)
+    write_faults.end_run(environment, ctx, write_end, _build_outputs)  # after a failed write: run.json only
 
 
 def _on_quitting(environment: Environment, **_kw: Any) -> None:
@@ -337,8 +339,7 @@ def _on_quitting(environment: Environment, **_kw: Any) -> None:
         if not ctx.report_built:
             stop_monitor(ctx)
             ctx.gpus = read_gpus(ctx.run_dir)
-            write_end(environment, ctx)
-            _build_outputs(environment, ctx)
+            write_faults.end_run(environment, ctx, write_end, _build_outputs)
         if not ctx.records_said:  # Locust may fire "quitting" twice (a signal, then the end of main)
             ctx.records_said = True
             log.info(
