@@ -229,9 +229,9 @@ def _start_worker(environment: Environment, ctx: RunContext) -> None:
 def _flush_loop(environment: Environment, ctx: RunContext) -> None:
     writer = ctx.writer
     assert ctx.run_dir is not None
-    disk = soak.DiskWatch(ctx.run_dir)
+    disk = soak.DiskWatch(ctx.run_dir, writer=writer)
     ctx.snapshots = soak.Snapshots(ctx.run_dir, ctx.options.report_every_s)
-    while ctx.writer is writer and writer is not None:
+    while ctx.writer is writer and writer is not None and writer.failure is None:
         gevent.sleep(2.0)
         ctx.flush()
         disk.check()
