@@ -41,6 +41,12 @@ def _refused(tmp_path: Path, *args: str) -> tuple[list[str], str]:
         (("--emulator-args", "--itl-mss 5"), "--itl-ms"),
         (("--emulator-args", "--ttft-ms abc"), "--ttft-ms"),
         (("--emulator-args", "--fault bogus=2"), "bogus"),
+        # issue #28: each of these once ran (or sent null) instead of being refused
+        (("-u", "0"), "-u 0"),
+        (("--warmup", "99999"), "--warmup 99999"),
+        (("--targets", ",,,"), "--targets"),
+        (("--emulator-args", '"'), "--emulator-args"),
+        (("--extra-body", '{"temperature": 1e400}'), "--extra-body"),
     ],
 )
 def test_a_bad_value_is_one_line_and_exit_3_before_any_traffic(tmp_path: Path, args: tuple[str, ...],
@@ -48,6 +54,23 @@ def test_a_bad_value_is_one_line_and_exit_3_before_any_traffic(tmp_path: Path, a
     lines, text = _refused(tmp_path, *args)
     assert len(lines) == 1 and named in lines[0], text[-2000:]
     assert "usage:" not in text  # the emulator's usage text, cut mid-word, is gone
+
+
+def test_options_are_taken_by_their_whole_names_only(tmp_path: Path) -> None:
+    # A prefix of one option was that option: --api ran as --api-key, its value sent to the server as the key.
+    cmd = [*LOCUST, "-f", str(ROOT / "locustfiles" / "chat.py"), "--headless", "-t", "1s", "--api", "hunter2-s3cret"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    text = out.stdout + out.stderr
+    assert out.returncode == 2, text[-2000:]
+    assert [line for line in text.splitlines() if line.strip()] == [
+        "tokenstorm: --api: unknown option (did you mean --api-key?)"
+    ]
+    assert not (tmp_path / "runs").exists()  # nothing ran
+    # Whole names, Locust's and tokenstorm's, are taken as before.
+    whole = ["--users", "1", "--spawn-rate", "1", "--run-time", "2s", "--max-tokens", "4"]
+    run = run_locust(tmp_path, "chat.py", *whole, "--api-key", "hunter2-s3cret")
+    assert run.returncode == 0 and run.run_dir is not None, run.output[-2000:]
+    assert run.run_json()["options"]["max_tokens"] == 4 and "hunter2-s3cret" not in run.output
 
 
 def test_a_run_dir_that_is_a_file_is_refused_before_any_traffic(tmp_path: Path) -> None:
