@@ -8,6 +8,7 @@ stream timer where TTFT, ITL, TPOT and E2E are defined (:mod:`.timing`). No Locu
 * :mod:`.reading` — a response's events into the timer, its figures into the record.
 * :mod:`.stall` — the stall timeout (no byte for N s), one timer per request.
 * :mod:`.limits` — the cap on one response (a multiple of its ``max_tokens``): past it, ``oversized``.
+* :mod:`.backoff` — a user's wait after connection errors (capped exponential, jittered).
 * :mod:`.failures` — a failure's category and its detail, secrets masked.
 """
 

@@ -24,6 +24,7 @@ from locust.env import Environment
 from locust.exception import StopUser
 
 from ...client import CompletionRequest, LlmClient, TargetError
+from ...client.backoff import CAP_S, FIRST_S, Backoff
 from ...rundir import ErrorCategory, RequestRecord
 from ...traffic import MODELS, TrafficModel, WorkloadSettings
 from ...traffic.checks import check_record
@@ -120,6 +121,8 @@ def _fire_stats(environment: Environment, record: RequestRecord) -> None:
 
 
 _MODEL_LOCK = gevent.lock.Semaphore()
+#: the targets whose connection errors made a user of this process back off (said once each)
+_BACKING_OFF: set[str] = set()
 
 
 def resolve_model(environment: Environment, client: LlmClient) -> str:
@@ -154,6 +157,11 @@ class LlmUser(User):
     abstract = True
     workload: ClassVar[str] = "llm"
     default_max_tokens: ClassVar[int] = 128
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: each connection's back-off after connection errors (one per target: an A/B twin has its own)
+        self._backoffs: dict[LlmClient, Backoff] = {}
 
     def on_start(self) -> None:
         """Open this user's connection and make sure the model is known."""
@@ -190,7 +198,21 @@ class LlmUser(User):
         """:meth:`send` on ``llm`` for ``model`` (an A/B twin's own connection and model)."""
         if model is None or llm is None:
             raise StopUser()  # the target is unusable (reported once in the log)
+        backoff = self._backoffs.get(llm)
+        if backoff is None:
+            backoff = self._backoffs[llm] = Backoff()
+        backoff.wait()  # after connection errors in a row: not a request, nothing recorded
         record = send(self.environment, llm, req, model, self.default_max_tokens)
+        backoff.note(record)
+        if backoff.errors == 2 and llm.base_url not in _BACKING_OFF:
+            _BACKING_OFF.add(llm.base_url)
+            log.warning(
+                "tokenstorm: connection errors from %s: each user waits before its next attempt "
+                "(%g s doubling to %g s, until an answer comes); every attempt is recorded",
+                llm.base_url,
+                FIRST_S,
+                CAP_S,
+            )
         if record.error_category == ErrorCategory.CANCELLED:
             raise gevent.GreenletExit()  # finish stopping; Locust does not count it either
         return record
