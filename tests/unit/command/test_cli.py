@@ -152,3 +152,21 @@ def test_exit_codes_and_errors_are_locusts_own(args: list[str], code: int, tmp_p
         "__main__.py", "PROG"
     )
     assert "Traceback" not in ours.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["report", "runs/x", "--sl", "s.yaml"], "tokenstorm: --sl: unknown option (did you mean --slo?)"),
+        (["compare", "runs/a", "runs/b", "--detail"], "tokenstorm: --detail: unknown option (did you mean --details?)"),
+        (["compare", "a", "b", "--thresh=5"], "tokenstorm: --thresh: unknown option (did you mean --threshold?)"),
+    ],
+)
+def test_report_and_compare_take_whole_option_names_only(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # argparse took a prefix of one option as that option (--sl as --slo): a mistyped or future one ran silently.
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    out, err = capsys.readouterr()
+    assert exc.value.code == 2 and out == "" and err == says + "\n"

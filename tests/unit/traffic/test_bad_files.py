@@ -72,7 +72,45 @@ def test_a_bom_dataset_named_in_a_workload_file_is_read(tmp_path: Path) -> None:
     assert load_dataset(Path(chat.dataset))[0].turns == ("from the file",)
 
 
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ('{\n  "conversations": [\n    {"from": "human" "value": "hi"}\n  ]\n}\n', 3),  # one object, indented
+        ('[\n  {"conversations": []},\n  {"conversations": [}\n]\n', 3),  # a list
+        ('{"prompt": "one"}\n{"prompt": "two"}\n\n{"prompt": "three",}\n', 4),  # JSONL: the bad line, blank counted
+    ],
+    ids=["object", "list", "jsonl"],
+)
+def test_malformed_json_in_a_dataset_names_its_line(tmp_path: Path, text: str, line: int) -> None:
+    path = write(tmp_path, "d.json", text.encode())
+    with pytest.raises(DatasetError) as exc:
+        load_dataset(path)
+    assert str(exc.value).startswith(f"{path}:{line}: not valid JSON ("), exc.value
+    assert "\n" not in str(exc.value) and "prompt" not in str(exc.value)  # the file's text is not repeated
+
+
 # -- workload files ------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("workloads:\n  chat: {weight: 1\n", ":3: not valid YAML"),
+        ("workloads:\n  chat: {weight: *nowhere}\n", ":2: not valid YAML"),  # an alias never defined
+        ("workloads:\n  ? [chat, code]\n  : {weight: 1}\n", ":2: unknown workload (known: "),  # a list as a name
+        ("workloads:\n  chat: {weight: 1, [a]: 2}\n", ":2: chat: a setting's name is a word"),
+        ("workloads:\n  chat:\n    turns: !!python/name:os.system\n", ":3: chat.turns: not a plain value"),
+        ("workloads:\n  chat:\n    checks: [!!python/object:x {}]\n", ":3: chat.checks: not a plain value"),
+        (f"workloads:\n  {'k' * 200}: {{weight: 1}}\n", ":2: unknown workload (known: "),  # a long key not repeated
+    ],
+    ids=["unclosed", "alias", "list-key", "list-setting", "tag", "tag-in-checks", "long-key"],
+)
+def test_a_malformed_workload_file_is_one_line_with_its_line(tmp_path: Path, text: str, says: str) -> None:
+    path = write(tmp_path, "mix.yaml", text.encode())
+    with pytest.raises(WorkloadFileError) as exc:
+        settings_from_options(SimpleNamespace(workload_file=str(path)))
+    assert str(exc.value).startswith(f"{path}{says}"), exc.value
+    assert "\n" not in str(exc.value)
+
+
 @pytest.mark.parametrize(("data", "offset"), [(PNG, 0), (RANDOM, first_bad_byte(RANDOM))], ids=["png", "random"])
 def test_a_binary_workload_file_names_the_file(tmp_path: Path, data: bytes, offset: int) -> None:
     path = write(tmp_path, "mix.yaml", data)
@@ -124,6 +162,13 @@ def test_a_json_file_that_is_no_tokenizer(tmp_path: Path, text: str) -> None:
     message = str(exc.value)
     assert message.startswith(f"--tokenizer {path}: not a tokenizer (") and message.endswith(f") — {TOKENIZER_HINT}")
     assert "\n" not in message
+
+
+def test_malformed_json_in_a_tokenizer_names_its_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "tokenizer.json", b'{\n  "version": "1.0",\n  "model": {"type": "BPE" "vocab": {}}\n}\n')
+    with pytest.raises(ValueError) as exc:
+        TokenCounter(str(path))
+    assert str(exc.value) == f"--tokenizer {path}:3: not valid JSON (Expecting ',' delimiter) — {TOKENIZER_HINT}"
 
 
 def test_a_directory_without_tokenizer_json(tmp_path: Path) -> None:
