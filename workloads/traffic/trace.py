@@ -72,7 +72,7 @@ def _shown(value: Any) -> str:
     """A value for an error line: a number as written, anything else by its JSON kind (a text is not repeated)."""
     if isinstance(value, int | float):
         return repr(value)
-    kinds = {str: "a string", list: "a list", dict: "an object"}
+    kinds: dict[type, str] = {str: "a string", list: "a list", dict: "an object"}
     return f"({kinds.get(type(value), 'null')})"
 
 
