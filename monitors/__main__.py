@@ -34,10 +34,13 @@ EXIT_NO_METRICS = 5
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     p = argparse.ArgumentParser(
-        prog="python -m monitors", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m monitors",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,  # whole option names only: --int is not --interval
     )
     sub = p.add_subparsers(dest="cmd", required=True)
-    g = sub.add_parser("gpu", help="run the GPU sidecar")
+    g = sub.add_parser("gpu", help="run the GPU sidecar", allow_abbrev=False)
     g.add_argument("--interval", type=float, default=1.0, help="seconds between samples (default 1)")
     g.add_argument("--out", type=Path, default=Path("gpu.jsonl"), help="JSONL file samples are appended to")
     g.add_argument("--host", default="127.0.0.1", help="listen address; 0.0.0.0 to let other hosts poll")
@@ -45,9 +48,13 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--backend", choices=("auto", "nvml", "nvidia-smi"), default="auto")
     g.add_argument("--pcie-every", type=int, default=10, help="read PCIe throughput every Nth sample (slow)")
     g.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds (0: run until killed)")
-    s = sub.add_parser("server-metrics", help="read a vLLM server's /metrics once and print it")
+    s = sub.add_parser("server-metrics", help="read a vLLM server's /metrics once and print it", allow_abbrev=False)
     s.add_argument("url")
-    c = sub.add_parser("collect", help="the in-run monitor (started by the load test; API key from the environment)")
+    c = sub.add_parser(
+        "collect",
+        help="the in-run monitor (started by the load test; API key from the environment)",
+        allow_abbrev=False,
+    )
     c.add_argument("--run-dir", type=Path, required=True)
     c.add_argument("--target", action="append", default=[],
                    help="[LABEL=]base URL whose /metrics is scraped (repeat for A/B targets)")  # fmt: skip

@@ -121,3 +121,15 @@ def test_sidecar_cli_without_a_gpu_says_so_in_one_line(tmp_path: Path) -> None:
     assert proc.returncode == 4
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("monitors: no GPU found")
+
+
+@pytest.mark.parametrize(
+    "argv", [["gpu", "--int", "2"], ["collect", "--int", "2", "--run-dir", "r"]], ids=["gpu", "collect"]
+)
+def test_the_monitors_take_whole_option_names_only(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    # argparse took a prefix of one option as that option (--int as --interval): a mistyped one ran silently.
+    from monitors.__main__ import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2 and f"unrecognized arguments: {argv[1]}" in capsys.readouterr().err
