@@ -47,6 +47,7 @@ def test_a_signal_before_the_planned_end_makes_the_run_incomplete(tmp_path: Path
     name = signal.Signals(signum).name
     # Before: exit 0 and complete: true — a CI job cut off by its timeout read as passed.
     assert code == 4, out[-3000:]
+    assert "Traceback" not in out, out[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["complete"] is False and summary["verdict"] == "incomplete"
     (reason,) = summary["incomplete_reasons"]

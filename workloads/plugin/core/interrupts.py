@@ -9,8 +9,8 @@ stopped: a signal is its end, not an interruption. The web UI's Stop button is t
 Locust's SIGTERM handler is a gevent signal watcher installed after the ``init`` event; the one
 installed here, at ``init``, is an older watcher of the same signal and is called before it (libev
 calls a signal's pending watchers newest last), so the note is taken before Locust's shutdown.
-SIGINT has no gevent watcher: a Python handler notes it, then raises ``KeyboardInterrupt`` as the
-default handler does.
+SIGINT has no gevent watcher: a Python handler notes it, then hands ``KeyboardInterrupt`` to the main
+greenlet as gevent does with the default handler's.
 """
 
 from __future__ import annotations
@@ -49,8 +49,13 @@ def watch_signals(environment: Environment, **_kw: Any) -> None:
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not ignored (nohup, a CI shell's &)
 
         def on_sigint(signum: int, frame: FrameType | None) -> None:
+            if not locust_compat.is_running(environment.runner):
+                signal.default_int_handler(signum, frame)  # raises KeyboardInterrupt here, as before
             _note(environment, "SIGINT")
-            signal.default_int_handler(signum, frame)
+            # Mid-run, as gevent's hub passes a KeyboardInterrupt on: to the main greenlet (Locust's main
+            # catches it there), not raised in whichever user's greenlet this handler interrupted.
+            hub = gevent.get_hub()
+            hub.loop.run_callback(hub.parent.throw, KeyboardInterrupt)
 
         signal.signal(signal.SIGINT, on_sigint)
 
