@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,28 +23,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.conftest import ROOT
+from tests.small_disk import needs_root, small_disk
 from workloads.rundir import EXIT_RUN_FAILED, read_records, read_run_meta
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to mount a tmpfs")
+__all__ = ["small_disk"]  # the fixture, used by name
 
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Callable[[int], Path]]:
-    """Mount tmpfs file systems of a given size (KiB); every one is unmounted at the end."""
-    mounted: list[Path] = []
-
-    def mount(size_kib: int) -> Path:
-        where = tmp_path / f"disk{len(mounted)}"
-        where.mkdir()
-        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kib}k", "tmpfs", str(where)], check=True)
-        mounted.append(where)
-        return where
-
-    try:
-        yield mount
-    finally:
-        for where in mounted:
-            subprocess.run(["umount", "-l", str(where)], check=False)
+pytestmark = needs_root
 
 
 def _run_until_full(disk: Path, emu_url: str, *extra: str) -> tuple[int, list[tuple[float, str]], float]:
@@ -67,7 +52,7 @@ def _run_until_full(disk: Path, emu_url: str, *extra: str) -> tuple[int, list[tu
     try:
         rc = proc.wait(timeout=90)  # never a hang: the run is 60 s long at most, and this disk fills in seconds
     except subprocess.TimeoutExpired:
-        proc.kill()
+        os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         pytest.fail("the run did not end within 90 s:\n" + "\n".join(line for _, line in lines[-40:]))
     ended = time.monotonic()
