@@ -173,9 +173,9 @@ MONITORS = Topic("Monitors", (
     Flag("--gpus", "GPUs behind the target, for per-GPU throughput when no GPU samples say (0: from the SLO file, "
          "else 1)", 0, int),
     Flag("--metrics-port", "Serve client-side TTFT/ITL/TPOT/E2E histograms and counters for Prometheus at "
-         "http://HOST:PORT/metrics (master / local runner; 0: off)", 0, int),
+         "http://HOST:PORT/metrics (master / local runner; 0: off)", 0, int, web_ui=False),  # listens from start-up
     Flag("--metrics-host", "Address --metrics-port listens on (0.0.0.0 for a Prometheus on another machine)",
-         "127.0.0.1"),
+         "127.0.0.1", web_ui=False),
 ))  # fmt: skip
 
 OUTPUT = Topic("Output & run directory", (

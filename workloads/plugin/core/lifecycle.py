@@ -34,6 +34,7 @@ from .checks import (
     load_workloads_or_exit,
     preflight,
     say_worker_port,
+    slo_spec_for,
 )
 from .context import RunContext, context
 from .deployment import capture_run_deployment
@@ -169,6 +170,7 @@ def _on_test_start(environment: Environment, **_kw: Any) -> None:
     ctx.simulated = bool(ctx.emulator_url) and environment.host == ctx.emulator_url
     try:
         ctx.refresh_options(opts)  # options may have changed in the web UI form
+        ctx.slo_spec, ctx.slo_spec_text = slo_spec_for(environment, ctx.options.slo)  # the form's --slo too
         urls = [url for _, url in run_targets(environment, environment.host)]
         ctx.simulated = bool(ctx.emulator_url) and ctx.emulator_url in urls
         ctx.warmup_s = ctx.options.warmup_s

@@ -21,13 +21,15 @@ from ..core.options import OPTION_DESTS
 if TYPE_CHECKING:  # importing Locust patches the process: this module stays importable without it
     from locust.env import Environment
 
-__all__ = ["GROUPS", "form_layout", "group_of", "relevant", "trim_extra_options"]
+__all__ = ["GROUPS", "form_layout", "group_of", "relevant", "shown_options", "trim_extra_options", "user_classes"]
 
 #: the form's topics, in order: (title, option dests) — the topics ``tokenstorm --help`` lists (flags.TOPICS)
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
     (topic.title, tuple(f.dest for f in topic.flags if not f.locust)) for topic in TOPICS
 )
 _OTHER = "Other options"
+#: tokenstorm's options Locust renders in the start form (``web_ui``), before :func:`relevant` trims them
+_OFFERED = frozenset(f.dest for topic in TOPICS for f in topic.flags if f.web_ui and not f.locust)
 
 #: each workload's own options (``--chat-turns``, ``--dataset``...): dest -> workload
 _WORKLOAD_OF = {
@@ -58,6 +60,18 @@ def _classes(environment: Environment) -> tuple[list[Any], set[str]]:
     for name, shape in (environment.available_shape_classes or {}).items():
         shapes |= {name, type(shape).__name__}
     return users, shapes
+
+
+def shown_options(environment: Environment) -> set[str]:
+    """tokenstorm's options the start form shows for this locustfile: each takes effect when a run starts
+    from the form; the others are set when tokenstorm starts."""
+    users, shapes = _classes(environment)
+    return {dest for dest in _OFFERED if relevant(dest, users, shapes)}
+
+
+def user_classes(environment: Environment) -> list[Any]:
+    """The user classes a run from the form can use (with Locust's class picker: every one offered)."""
+    return _classes(environment)[0]
 
 
 def relevant(dest: str, users: Iterable[Any], shapes: set[str]) -> bool:

@@ -6,23 +6,21 @@ after a run and the SIMULATED label in the header: :mod:`.webui_live`."""
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 from typing import Any
 
 from locust.env import Environment
 
 from ...rundir import GPU_FILE, REPORT_FILE, SERVER_FILE
 from ...rundir.secrets import split_credentials
-from ...traffic import settings_from_options
 from ..core import locust_compat
 from ..core.context import context
-from ..core.options import OPTION_DESTS, RunOptions
 from ..core.targets import scrub_targets
 from .final import ENDED_RATE, total_label
+from .form_check import FormCheck
 from .server_history import latest_gpus
 from .webui_live import SIMULATED, add_live_view, no_gpu, no_server
 
-__all__ = ["extend_web_ui", "form_problem"]
+__all__ = ["extend_web_ui"]
 
 _GPU_COLUMNS = (
     ("gpu", "GPU"),
@@ -44,31 +42,6 @@ _SERVER_COLUMNS = (
     ("preemptions", "Preemptions (run)"),
     ("generation_tokens", "Generated tokens (run)"),
 )
-
-
-def form_problem(environment: Environment, form: dict[str, str]) -> str | None:
-    """What is wrong with the web UI start form's tokenstorm values (``None``: nothing)."""
-    values = dict(vars(environment.parsed_options)) if environment.parsed_options is not None else {}
-    for key, raw in form.items():
-        if key not in values or key not in OPTION_DESTS:
-            continue  # Locust's own fields (run time, users, host...) are Locust's to check
-        current = values[key]
-        if isinstance(current, bool):
-            values[key] = raw == "true"
-        elif isinstance(current, (int, float)):
-            try:
-                values[key] = type(current)(raw)
-            except ValueError:
-                return f"--{key.replace('_', '-')} {raw!r}: not a number"
-        elif current is None or isinstance(current, str):
-            values[key] = raw
-    namespace = SimpleNamespace(**values)
-    try:
-        RunOptions.parse(namespace)
-        settings_from_options(namespace)
-    except ValueError as exc:  # OptionError, WorkloadFileError, DatasetError
-        return str(exc)
-    return None
 
 
 def _clear_current_rates(payload: dict[str, Any]) -> None:
@@ -114,6 +87,7 @@ def extend_web_ui(environment: Environment) -> None:
     app = web_ui.app
     assert app is not None
     live = add_live_view(environment)
+    form_check = FormCheck.at_start_up(environment)  # the command line's options, before any form
     web_ui.template_args["extended_csv_files"] = [
         {
             "href": "./tokenstorm/report",
@@ -144,7 +118,7 @@ def extend_web_ui(environment: Environment) -> None:
             return None
         # A new host (also mid-run) gets no key (the key lives in the context, never in Locust's options).
         host = request.form.get("host") or environment.host
-        problem = form_problem(environment, dict(request.form.items()))
+        problem = form_check.problem(environment, dict(request.form.items()))
         if problem is None and ((host and split_credentials(host)[1] is not None)
                                 or scrub_targets(request.form.get("targets") or "")[1]):  # fmt: skip
             problem = "host: user:password in a URL is not taken from the web form; start tokenstorm with --host URL"
