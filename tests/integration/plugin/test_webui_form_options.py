@@ -176,6 +176,28 @@ def test_a_malformed_slo_file_is_one_line_with_file_and_line_and_none_of_its_tex
     assert web.run_dirs() == before and web.state() in ("ready", "stopped")
 
 
+def test_a_running_runs_options_are_not_changed_from_the_form(web: WebUi) -> None:
+    # Locust's form may be posted again mid-run (more users): tokenstorm's options take effect only when a
+    # run starts, so a change then would be recorded in run.json but not used — it is refused instead.
+    before = web.run_dirs()
+    assert web.post({"run_time": "60s"})["success"]
+    deadline = time.monotonic() + 30
+    while web.state() != "running" and time.monotonic() < deadline:
+        time.sleep(0.3)
+    answer = web.post({"max_tokens": "5", "user_count": "6"})
+    assert answer["success"] is False and answer["message"] == (
+        "tokenstorm: --max-tokens: a run is under way, and tokenstorm's options take effect when a run starts: "
+        "stop it, then start one with the new values"
+    )
+    assert web.post({"user_count": "6"})["success"]  # more users, the same options: Locust's own
+    urllib.request.urlopen(urllib.request.Request(web.base + "/stop", data=b""), timeout=30).read()
+    while not any((d / "summary.json").exists() for d in web.run_dirs() - before):
+        assert time.monotonic() < deadline + 60, "the stopped run wrote no summary"
+        time.sleep(0.5)
+    (run_dir,) = web.run_dirs() - before
+    assert json.loads((run_dir / "run.json").read_text())["options"]["max_tokens"] == 0
+
+
 # -- every option the form shows ------------------------------------------------------------------
 Check = Callable[[pd.DataFrame, Path], bool]
 
