@@ -22,6 +22,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import ROOT, free_port
+from tests.integration.reports.test_reports import CHROMIUM
 from tests.unit.traffic.test_bad_files import tiny_tokenizer_json
 from workloads.plugin.core.options import DURATION_OPTIONS
 from workloads.rundir import read_records
@@ -173,6 +174,29 @@ def test_a_malformed_slo_file_is_one_line_with_file_and_line_and_none_of_its_tex
     assert message.startswith(f"tokenstorm: invalid SLO file: bad.yaml:{line}: "), message
     assert "\n" not in message and SECRET not in message and "hunter" not in message, message
     time.sleep(1)
+    assert web.run_dirs() == before and web.state() in ("ready", "stopped")
+
+
+def test_chromium_shows_the_refusal_in_the_form(web: WebUi) -> None:
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail("Chromium is not installed: scripts/test.sh installs Debian's chromium package")
+    before = web.run_dirs()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(web.base + "/")
+        page.click("text=Custom parameters")
+        page.fill("input[name=slo]", "/etc/passwd")
+        page.fill("input[name=userCount]", "2")
+        page.fill("input[name=spawnRate]", "2")
+        page.click("form button[type=submit]")
+        shown = page.wait_for_selector("text=the web form takes only paths under", timeout=15000)
+        assert shown is not None
+        text = shown.text_content() or ""
+        browser.close()
+    assert "--slo /etc/passwd" in text and "root:" not in text, text
     assert web.run_dirs() == before and web.state() in ("ready", "stopped")
 
 
