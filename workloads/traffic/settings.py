@@ -21,7 +21,10 @@ traffic model accepts only the settings it uses (``TrafficModel.settings``) and 
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -181,7 +184,7 @@ def apply_workload_file(path: Path, settings: dict[str, WorkloadSettings],
     for name_node, conf in body.value:
         name = name_node.value if isinstance(name_node, yaml.ScalarNode) else None
         if name not in out:
-            raise WorkloadFileError(f"{path}:{name_node.start_mark.line + 1}: unknown workload{_named(name)} "
+            raise WorkloadFileError(f"{path}:{name_node.start_mark.line + 1}: unknown workload{_named(name, MODELS)} "
                                     f"(known: {', '.join(MODELS)})")  # fmt: skip
         if not isinstance(conf, yaml.MappingNode):
             raise WorkloadFileError(f"{path}:{conf.start_mark.line + 1}: {name}: expected key: value settings")
@@ -195,20 +198,22 @@ def apply_workload_file(path: Path, settings: dict[str, WorkloadSettings],
                 out[name] = replace(out[name], checks=_user_checks(path, name, line, value_node, locustfiles or []))
                 continue
             if key not in known:
-                raise WorkloadFileError(f"{path}:{line}: {name}: unknown setting{_named(key_node.value)} "
+                raise WorkloadFileError(f"{path}:{line}: {name}: unknown setting{_named(key_node.value, known)} "
                                         f"(settings of {name}: {', '.join(sorted(known))})")  # fmt: skip
             value = _plain_value(path, value_node, f"{name}.{key_node.value}")
             try:
                 own = MODELS[name].with_setting(out[name], key, value)
                 converted: Any = _convert(key, value) if own is None else None
             except ValueError as exc:
-                raise WorkloadFileError(f"{path}:{line}: {name}.{key_node.value}: {exc}") from None
+                raise WorkloadFileError(f"{path}:{line}: {name}.{key_node.value}: {_unquoted(exc)}") from None
             if own is not None:
                 out[name] = own
                 continue
             if key == "dataset" and converted and not (path.parent / converted).exists() \
                     and not Path(converted).exists():  # fmt: skip
-                raise WorkloadFileError(f"{path}:{line}: {name}.dataset: no file {converted!r}")
+                raise WorkloadFileError(
+                    f"{path}:{line}: {name}.dataset: no such file (from the workload file's folder or the working one)"
+                )
             if key == "dataset" and converted and not Path(converted).is_absolute():
                 candidate = path.parent / converted
                 converted = str(candidate) if candidate.exists() else converted
@@ -216,10 +221,16 @@ def apply_workload_file(path: Path, settings: dict[str, WorkloadSettings],
     return out
 
 
-def _named(name: str | None) -> str:
-    """`` 'name'`` for an error line when it is a short name; nothing for a long text (a file given by mistake
-    may hold anything: its content is not repeated)."""
-    return f" {name!r}" if name is not None and len(name) <= 40 else ""
+def _named(name: str | None, known: Iterable[str]) -> str:
+    """`` — did you mean NAME?`` with the known name nearest ``name``, for an error line: the file's own text is
+    never repeated (a file given by mistake, or named in the web form, may hold anything)."""
+    near = difflib.get_close_matches(str(name), sorted(known), n=1) if name is not None else []
+    return f" — did you mean {near[0]}?" if near else ""
+
+
+def _unquoted(exc: Exception) -> str:
+    """A setting's error with the value it quotes (the file's own text) left out."""
+    return re.sub(r",? ?\(?(not )?('[^']*'|\"[^\"]*\")\)?", "", str(exc))
 
 
 def _plain_value(path: Path, node: yaml.Node, where: str) -> Any:

@@ -114,10 +114,10 @@ def test_a_dataset_entrys_max_tokens_is_what_its_requests_ask_for(tmp_path: Path
 def test_each_traffic_model_accepts_only_its_own_settings(tmp_path: Path) -> None:
     mix = tmp_path / "mix.yaml"
     mix.write_text("workloads:\n  chat:\n    prompt_tokens: 3000\n")  # chat prompts are the conversations'
-    with pytest.raises(WorkloadFileError, match=r"mix\.yaml:3: chat: unknown setting 'prompt_tokens'"):
+    with pytest.raises(WorkloadFileError, match=r"mix\.yaml:3: chat: unknown setting — did you mean output_tokens\?"):
         settings_from_options(opts(workload_file=str(mix)))
     mix.write_text("workloads:\n  contract:\n    turns: 3\n")
-    with pytest.raises(WorkloadFileError, match=r"mix\.yaml:3: contract: unknown setting 'turns'"):
+    with pytest.raises(WorkloadFileError, match=r"mix\.yaml:3: contract: unknown setting \(settings of contract: "):
         settings_from_options(opts(workload_file=str(mix)))
     mix.write_text("workloads:\n  code:\n    wait: 0.5-1\n")
     assert settings_from_options(opts(workload_file=str(mix)))["code"].wait_s == (0.5, 1.0)
@@ -190,10 +190,10 @@ def test_workload_file_overrides_and_validation(tmp_path: Path) -> None:
     assert s["chat"].thinking == "on" and s["chat"].dataset == str(data)
     assert str(s["chat"].output_tokens) == "uniform:10-20"
     cases = {
-        "workloads:\n  chat:\n    output_tokens: lots\n": (3, "chat.output_tokens: bad length 'lots'"),
-        "workloads:\n  video: {weight: 1}\n": (2, "unknown workload 'video'"),
-        "workloads:\n  code:\n    endpont: chat\n": (3, "unknown setting 'endpont'"),
-        "workloads:\n  chat:\n    dataset: nope.json\n": (3, "no file 'nope.json'"),
+        "workloads:\n  chat:\n    output_tokens: lots\n": (3, "chat.output_tokens: bad length: use N"),
+        "workloads:\n  video: {weight: 1}\n": (2, "unknown workload (known: contract, code, chat, agent)"),
+        "workloads:\n  code:\n    endpont: chat\n": (3, "code: unknown setting — did you mean endpoint?"),
+        "workloads:\n  chat:\n    dataset: nope.json\n": (3, "chat.dataset: no such file"),
         "mix:\n  chat: {}\n": (1, "expected the top-level keys 'workloads'"),
         "workloads:\n  code: {weight: -1}\n": (2, "weight must be"),
     }
@@ -203,6 +203,27 @@ def test_workload_file_overrides_and_validation(tmp_path: Path) -> None:
         with pytest.raises(WorkloadFileError) as err:
             settings_from_options(opts(workload_file=str(bad)))
         assert str(err.value).startswith(f"{bad}:{line}: ") and reason in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "workloads:\n  hunter2: {weight: 1}\n",  # unknown workload
+        "workloads:\n  chat:\n    hunter2: 1\n",  # unknown setting
+        "workloads:\n  chat:\n    output_tokens: hunter2\n",  # bad length
+        "workloads:\n  chat:\n    dataset: hunter2.json\n",  # no such file
+        "workloads:\n  agent:\n    tool_choice: [hunter2]\n",
+        "workloads:\n  agent:\n    tool_result_tokens: hunter2\n",
+        "workloads:\n  agent:\n    tool_result_tokens: {hunter2: 10}\n",
+    ],
+)
+def test_a_workload_files_error_never_repeats_its_text(tmp_path: Path, text: str) -> None:
+    # The line reaches the console, logs and the web form (which names files under its folder).
+    bad = tmp_path / "mix.yaml"
+    bad.write_text(text)
+    with pytest.raises(WorkloadFileError) as err:
+        settings_from_options(opts(workload_file=str(bad)))
+    assert str(err.value).startswith(f"{bad}:") and "hunter" not in str(err.value), str(err.value)
 
 
 def test_weights_option_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
