@@ -16,8 +16,9 @@ import time
 import urllib.request
 from dataclasses import asdict
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
+from workloads.rundir.faults import AppendFile
 from workloads.rundir.gpus import gpu_identity, write_gpus
 from workloads.rundir.samples import MonitorGap, to_line
 
@@ -46,8 +47,9 @@ class RunMonitor:
     ) -> None:
         self._run_dir = run_dir
         self._gpus_written = False
-        self._gpu_fh: IO[str] = (run_dir / "gpu.jsonl").open("a", encoding="utf-8")
-        self._server_fh: IO[str] = (run_dir / "server.jsonl").open("a", encoding="utf-8")
+        # Whole lines only: a write that fails (a full disk) raises WriteFailed and leaves no torn line.
+        self._gpu_fh = AppendFile(run_dir / "gpu.jsonl", "GPU samples")
+        self._server_fh = AppendFile(run_dir / "server.jsonl", "server samples")
         # One scraper per target (A/B runs: each sample carries its target's label).
         pairs = targets or ([("", target_url)] if target_url else [])
         auth = authorization or {}
@@ -112,8 +114,7 @@ class RunMonitor:
             self._up(name, scraper.url)
             sample.target = label
             self.latest_server = asdict(sample)
-            self._server_fh.write(to_line(sample) + "\n")
-        self._server_fh.flush()
+            _append(self._server_fh, to_line(sample) + "\n")
 
     # -- helpers --------------------------------------------------------------------
     def _sidecar_gpus(self) -> list[dict[str, Any]]:
@@ -135,22 +136,20 @@ class RunMonitor:
     def _write_gpu(self, rows: list[dict[str, Any]]) -> None:
         if not rows:
             return
-        self._gpu_fh.write("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows))
-        self._gpu_fh.flush()
+        _append(self._gpu_fh, "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows))
         self._since = max(self._since, max(float(r["epoch_s"]) for r in rows))
         latest: dict[int, dict[str, Any]] = {}
         for r in rows:
             latest[int(r["gpu"])] = r
         self.latest_gpu = [latest[k] for k in sorted(latest)]
 
-    def _gap(self, source: str, reason: str, fh: IO[str], key: str = "") -> None:
+    def _gap(self, source: str, reason: str, fh: AppendFile, key: str = "") -> None:
         if self._down.get(key or source):
             return
         self._down[key or source] = True
         self.gaps += 1
         log.warning("tokenstorm: %s — recording a gap; the load test goes on", reason)
-        fh.write(to_line(MonitorGap(epoch_s=time.time(), source=source, reason=reason)) + "\n")
-        fh.flush()
+        _append(fh, to_line(MonitorGap(epoch_s=time.time(), source=source, reason=reason)) + "\n")
 
     def _up(self, source: str, what: str) -> None:
         if self._down.pop(source, False):
@@ -160,6 +159,13 @@ class RunMonitor:
         """Close both files."""
         self._gpu_fh.close()
         self._server_fh.close()
+
+
+def _append(fh: AppendFile, lines: str) -> None:
+    """Append whole ``lines`` to ``fh`` now (:class:`~workloads.rundir.faults.WriteFailed` when they do not fit)."""
+    fh.write(lines.encode())
+    fh.mark()
+    fh.push()
 
 
 def _why(exc: BaseException) -> str:

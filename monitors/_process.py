@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from workloads.rundir.faults import WriteFailed
 from workloads.rundir.procs import child_env
 
 from ._collector import RunMonitor
@@ -38,6 +39,8 @@ log = logging.getLogger("tokenstorm.monitors")
 _AUTH_ENV = "TOKENSTORM_MONITOR_AUTH"
 #: written by the child once its first samples are in (then removed by the parent)
 READY_FILE = ".monitor-ready"
+#: the child's exit code when a sample could not be written (a full disk); what and where: its stdout
+WRITE_FAILED_EXIT = 75
 _TAIL_BYTES = 16384
 
 
@@ -64,7 +67,10 @@ class MonitorProcess:
         env = child_env({k: v for k, v in os.environ.items() if k != _AUTH_ENV})
         if authorization:
             env[_AUTH_ENV] = json.dumps(authorization)
-        self._proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, start_new_session=True)
+        # stdout: the one line of a failed write (WRITE_FAILED_EXIT); the child's log goes to stderr.
+        null, pipe = subprocess.DEVNULL, subprocess.PIPE
+        self._proc = subprocess.Popen(cmd, env=env, stdin=null, stdout=pipe, start_new_session=True)
+        self._write_failure: WriteFailed | None = None
 
     def wait_ready(self, timeout_s: float = 15.0) -> bool:
         """Wait until the child has taken its first samples (its baseline) or ended; ``False`` after
@@ -91,6 +97,17 @@ class MonitorProcess:
                 server = row
         return [gpus[k] for k in sorted(gpus)], server
 
+    def write_failure(self) -> WriteFailed | None:
+        """What the child could not write, once it has exited for that (None: it did not)."""
+        if self._write_failure is None and self._proc.poll() == WRITE_FAILED_EXIT and self._proc.stdout is not None:
+            try:
+                said = json.loads(self._proc.stdout.read() or b"{}")
+                cause = OSError(int(said["errno"]), str(said["strerror"]))
+                self._write_failure = WriteFailed(str(said["what"]), Path(said["path"]), cause)
+            except (OSError, ValueError, KeyError, TypeError):
+                self._write_failure = WriteFailed("GPU and server samples", self.run_dir, OSError(0, "unknown error"))
+        return self._write_failure
+
     def stop(self, timeout_s: float = 10.0) -> None:
         """Ask for a last sample and wait for the process to end (killed after ``timeout_s``)."""
         proc = self._proc
@@ -101,6 +118,9 @@ class MonitorProcess:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        self.write_failure()  # read before its pipe is closed
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def _authorization_from_env() -> dict[str, str]:
@@ -158,6 +178,17 @@ def run_collector(run_dir: Path, *, target_url: str | None, gpu_monitor: str | N
         local_sampler=local,
         authorization=_authorization_from_env(),
     )
+    try:
+        return _collect(monitor, run_dir, interval_s, stop, parent)
+    except OSError as exc:  # a sample that could not be written: the parent says it, once, and stops the run
+        failed = exc if isinstance(exc, WriteFailed) else WriteFailed("GPU and server samples", run_dir, exc)
+        said = {"what": failed.what, "path": str(failed.path), "errno": failed.errno, "strerror": failed.strerror}
+        print(json.dumps(said), flush=True)
+        return WRITE_FAILED_EXIT
+
+
+def _collect(monitor: RunMonitor, run_dir: Path, interval_s: float, stop: list[bool], parent: int) -> int:
+    """Poll every ``interval_s`` until SIGTERM or the parent's death; close the files."""
     next_t = time.monotonic()
     try:
         monitor.poll()  # the baseline, before the run's first request (the parent waits for it)

@@ -20,7 +20,8 @@ from locust.env import Environment
 
 from ...client.clock import ClockProbe
 from ...rundir import GPU_FILE, SERVER_FILE, LoadSample, LoadWriter
-from . import locust_compat
+from ...rundir.faults import WriteFailed
+from . import locust_compat, write_faults
 from .context import RunContext
 
 __all__ = ["start_monitor", "stop_monitor", "track_workers"]
@@ -51,7 +52,7 @@ def start_monitor(environment: Environment, ctx: RunContext, run_dir: Path) -> N
                                      interval_s=interval, authorization=_scrape_auth(ctx, scrape))  # fmt: skip
         # Its first samples before the first request (this runs before users spawn): counters on /metrics
         # then rise from a baseline that none of the run's traffic is in.
-        if not ctx.monitor.wait_ready():
+        if not ctx.monitor.wait_ready() and ctx.monitor.write_failure() is None:  # that one: said by the loop
             log.warning("tokenstorm: the monitor took no first sample within 15 s; /metrics counters of the "
                         "run's first seconds may be missed")  # fmt: skip
     writer = LoadWriter(run_dir)
@@ -72,7 +73,13 @@ def start_monitor(environment: Environment, ctx: RunContext, run_dir: Path) -> N
             clock = track_workers(runner, ctx)
             cpu = {w: pct for w, c in clock.items() if (pct := c.get("cpu_pct")) is not None}
             users = runner.user_count if runner is not None else 0
-            writer.write(LoadSample(time.time(), users, cpu, clock))
+            try:  # a sample that cannot be written (here, or by the monitor process) stops the run
+                writer.write(LoadSample(time.time(), users, cpu, clock))
+                if ctx.monitor is not None and (failed := ctx.monitor.write_failure()) is not None:
+                    raise failed
+            except WriteFailed as exc:
+                write_faults.fail_run(environment, ctx, exc)
+                return
 
     def finished(_g: Any) -> None:
         writer.close()

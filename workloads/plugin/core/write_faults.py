@@ -106,10 +106,11 @@ def fail_run(environment: Environment, ctx: RunContext, failed: WriteFailed) -> 
     _FAILURES[environment] = failed
     ctx.problem = str(failed)
     environment.process_exit_code = EXIT_RUN_FAILED
-    line = f"RUN_FAILED — {failed}; the run stops, what was written before it is kept (exit code {EXIT_RUN_FAILED})"
-    console_logger().error("%s", line)
     runner = environment.runner
-    if runner is not None and locust_compat.is_running(runner):
+    running = runner is not None and locust_compat.is_running(runner)
+    then = "the run stops, what was written before it is kept" if running else "the records are kept"
+    console_logger().error("RUN_FAILED — %s; %s (exit code %d)", failed, then, EXIT_RUN_FAILED)
+    if runner is not None and running:
         opts = environment.parsed_options
         gevent.spawn(runner.quit if getattr(opts, "headless", True) else runner.stop)
 
