@@ -293,7 +293,7 @@ class LlmClient:
         payload = orjson.dumps(body)
         headers = {**self._headers, **req.headers, "X-Request-Id": self._wire_id(record.request_id)}
         think_tags = self._think_tags if may_think(req) else None
-        cap = ResponseCap.of(body)
+        cap = ResponseCap.of(body, len(payload))
         timer = StreamTimer(collect_text=req.collect_text or bool(req.checks), think_tags=think_tags, cap=cap)
         self.last_text = ""
         self.last_answer = Answer()

@@ -9,7 +9,8 @@ and its connection closed (the next request gets a fresh one).
 * tokens: :data:`TOKEN_FACTOR` x ``max_tokens`` (x the choices asked for, ``n``), counted as token events or
   as the server's own ``usage.completion_tokens``, whichever passes it first; at least :data:`MIN_TOKENS`;
 * bytes of the body: :data:`MIN_BYTES` + :data:`BYTES_PER_TOKEN` per token of the cap — streamed or not
-  (a stream's events with logprobs run to ~2 KB a token; a plain one ~300 bytes).
+  (a stream's events with logprobs run to ~2 KB a token; a plain one ~300 bytes) — + :data:`PER_SENT_BYTE`
+  per byte of the request (an answer may repeat its prompt: ``echo``, ``prompt_logprobs``).
 
 A request sent with no ``max_tokens`` is capped as if it asked for :data:`UNKNOWN_MAX_TOKENS`.
 """
@@ -19,7 +20,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BYTES_PER_TOKEN", "MIN_BYTES", "MIN_TOKENS", "TOKEN_FACTOR", "UNKNOWN_MAX_TOKENS", "ResponseCap"]
+__all__ = [
+    "BYTES_PER_TOKEN",
+    "MIN_BYTES",
+    "MIN_TOKENS",
+    "PER_SENT_BYTE",
+    "TOKEN_FACTOR",
+    "UNKNOWN_MAX_TOKENS",
+    "ResponseCap",
+]
 
 #: a response may carry this many times the ``max_tokens`` it asked for
 TOKEN_FACTOR = 4
@@ -28,6 +37,8 @@ MIN_TOKENS = 16
 #: body bytes allowed per token of the cap, and on top of them all
 BYTES_PER_TOKEN = 4096
 MIN_BYTES = 1 << 20
+#: body bytes allowed per byte of the request sent (a prompt's logprobs run to ~25 bytes per byte of prompt)
+PER_SENT_BYTE = 64
 #: the ``max_tokens`` a request sent without one is capped as (the server's own limit is its context length)
 UNKNOWN_MAX_TOKENS = 32768
 
@@ -44,14 +55,15 @@ class ResponseCap:
     max_tokens: int
 
     @classmethod
-    def of(cls, body: dict[str, Any]) -> ResponseCap:
-        """The cap of the request whose JSON body is ``body`` (``max_completion_tokens`` wins, as on the server)."""
+    def of(cls, body: dict[str, Any], sent_bytes: int = 0) -> ResponseCap:
+        """The cap of the request whose JSON body is ``body``, ``sent_bytes`` long (``max_completion_tokens`` wins,
+        as on the server)."""
         sent = body.get("max_completion_tokens", body.get("max_tokens"))
         max_tokens = sent if type(sent) is int and sent > 0 else UNKNOWN_MAX_TOKENS
         n = body.get("n")
         choices = n if type(n) is int and n > 1 else 1
         tokens = max(MIN_TOKENS, TOKEN_FACTOR * max_tokens * choices)
-        return cls(tokens, MIN_BYTES + BYTES_PER_TOKEN * tokens, max_tokens * choices)
+        return cls(tokens, MIN_BYTES + BYTES_PER_TOKEN * tokens + PER_SENT_BYTE * sent_bytes, max_tokens * choices)
 
     def tokens_detail(self) -> str:
         """Why a stream was cut for its tokens."""
@@ -63,6 +75,6 @@ class ResponseCap:
     def bytes_detail(self) -> str:
         """Why a response was cut for its size."""
         return (
-            f"response cut at {self.body_bytes / (1 << 20):,.1f} MiB, the client's cap for max_tokens "
-            f"{self.max_tokens:,}: the server did not stop"
+            f"response cut at {self.body_bytes / (1 << 20):,.1f} MiB, the client's cap for its request and "
+            f"max_tokens {self.max_tokens:,}: the server did not stop"
         )
