@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,42 @@ def test_a_run_without_a_planned_end_stopped_by_sigterm_is_complete(tmp_path: Pa
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["complete"] is True and summary["verdict"] == "passed"
     assert json.loads((run_dir / "run.json").read_text())["status"] == "finished"
+
+
+def test_ctrl_c_of_a_processes_run_keeps_every_request_its_workers_made(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C reaches the workers too: each stops on its own, and ships its last records
+    (in-flight ones as cancelled) to the master before it quits — they were lost before."""
+    from emulator import EmulatorProcess
+    from workloads.client.probes import PROBE_ID_PREFIX
+    from workloads.rundir import read_records
+
+    with EmulatorProcess("--ttft-ms", "20", "--itl-ms", "5") as emu:  # its own session: Ctrl-C spares it
+        proc = subprocess.Popen(
+            [*LOCUST, "-f", LOCUSTFILE, "--headless", "-u", "4", "-r", "4", "-t", "30s", "--processes", "2",
+             "--host", emu.url, "--wait-time", "0", "--max-tokens", "10", "--timing-verdict", "warn",
+             "--run-dir", str(tmp_path / "runs")],
+            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 60
+            while not list((tmp_path / "runs").glob("*/run.json")):
+                assert time.monotonic() < deadline and proc.poll() is None, "the run did not start"
+                time.sleep(0.1)
+            time.sleep(3)
+            os.killpg(proc.pid, signal.SIGINT)  # as a terminal sends it: master and workers
+            out, _ = proc.communicate(timeout=90)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+        with urllib.request.urlopen(emu.url + "/emulator/truth", timeout=10) as resp:
+            served = {
+                t["request_id"] for t in json.loads(resp.read()) if not t["request_id"].startswith(PROBE_ID_PREFIX)
+            }
+    (run_dir,) = (p for p in (tmp_path / "runs").iterdir() if p.is_dir())
+    recorded = {r.request_id for r in read_records(run_dir)}
+    assert proc.returncode == 4, out[-3000:]
+    assert len(served) > 20
+    missing = served - recorded
+    assert not missing, f"{len(missing)} of {len(served)} requests the server saw are not in the run's records"
+    assert not list((tmp_path / "runs").glob("unsent-*")), "the master was there to take them"

@@ -50,6 +50,8 @@ _PR_SET_PDEATHSIG = 1
 
 #: the process that may fork Locust's ``--processes`` workers, while it may (None: not armed)
 _forking_pid: int | None = None
+#: in a worker forked by ``--processes``: its master's pid (None: not such a worker)
+_parent_pid: int | None = None
 _hook_registered = False
 #: this worker's view of its master: when last heard from (monotonic s), and whether given up on
 _heard_s = time.monotonic()
@@ -76,10 +78,11 @@ def disarm_fork_hook(**_kw: Any) -> None:
 
 def _after_fork_in_child() -> None:
     """In a child forked while armed: SIGTERM when the parent dies — or now, if it died already."""
-    global _forking_pid
+    global _forking_pid, _parent_pid
     parent, _forking_pid = _forking_pid, None
     if parent is None:
         return
+    _parent_pid = parent
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) != 0:
         return  # not allowed here (a sandbox): the heartbeat watchdog still stops this worker
@@ -97,6 +100,8 @@ def watch_master(environment: Environment, **_kw: Any) -> None:
     # Locust fires these on a worker for the master's spawn, stop and quit messages
     for event in (environment.events.test_start, environment.events.test_stopping, environment.events.test_stop):
         event.add_listener(_heard)
+    # Added after the runner's own (which tells the master this worker quits): "quitting" fires in reverse.
+    environment.events.quitting.add_listener(_last_records)
     gevent.spawn(_watchdog, environment)
 
 
@@ -132,6 +137,33 @@ def _watchdog(environment: Environment) -> None:
         environment.process_exit_code = EXIT_CODES["incomplete"]
         runner.quit()  # stops the users; Locust's main then shuts this worker down
         return
+
+
+def _master_gone() -> bool:
+    """The master is known gone: given up on, or (a ``--processes`` worker) its process has died."""
+    return _lost or (_parent_pid is not None and os.getppid() != _parent_pid)
+
+
+def _last_records(environment: Environment, **_kw: Any) -> None:
+    """``quitting`` on a worker that quits on its own (a signal, Ctrl-C, a lost master): Locust stops its
+    users after this and sends no last report. Stop them first, so their in-flight requests are recorded
+    (``cancelled``), and ship every record to a master still there — or keep them on disk."""
+    runner = environment.runner
+    if runner is None:
+        return
+    if locust_compat.is_running(runner):
+        runner.stop()
+    if _master_gone():
+        save_unsent_records(environment)
+        return
+    data: dict[str, Any] = {}
+    environment.events.report_to_master.fire(client_id=locust_compat.worker_client_id(runner), data=data)
+    if data.get("tokenstorm_records"):  # none left when the master's quit message took the last report
+        try:
+            runner.send_message("stats", data)
+        except Exception as exc:  # RPCError: Locust's own retries failed; what was taken is lost
+            log.error("tokenstorm: the last %d request records could not be sent to the master (%s)",
+                      len(data["tokenstorm_records"]), exc)  # fmt: skip
 
 
 def save_unsent_records(environment: Environment) -> None:
