@@ -38,22 +38,8 @@ def test_users_back_off_while_the_server_restarts_and_every_attempt_is_recorded(
     restarter = threading.Thread(target=_restart_after_run_starts, args=(port, first, tmp_path, 2.0, box))
     restarter.start()
     try:
-        run = run_locust(
-            tmp_path,
-            "code_completion.py",
-            "--host",
-            f"http://127.0.0.1:{port}",
-            "-u",
-            "4",
-            "-r",
-            "4",
-            "-t",
-            "8s",
-            "--wait-time",
-            "0",
-            "--max-tokens",
-            "8",
-        )
+        opts = f"--host http://127.0.0.1:{port} -u 4 -r 4 -t 10s --wait-time 0 --max-tokens 8".split()
+        run = run_locust(tmp_path, "code_completion.py", *opts)
     finally:
         restarter.join()
         first.stop()
