@@ -44,7 +44,8 @@ examples:
 
 _EXIT_CODES = (
     "exit code: 0 the SLOs held, 1 an SLO failed, 2 a command-line error, 3 the run failed (or an option "
-    "value was refused), 4 incomplete (a worker lost), 5 the load generator's timing was not trustworthy"
+    "value was refused), 4 incomplete (stopped by a signal before its -t, or a worker lost), 5 the load "
+    "generator's timing was not trustworthy"
 )
 
 
