@@ -153,6 +153,18 @@ def test_a_path_outside_the_folder_tokenstorm_started_in_is_refused(web: WebUi, 
     assert web.run_dirs() == before and web.state() in ("ready", "stopped")  # no run started
 
 
+def test_a_workload_file_from_the_form_names_no_dataset_outside_the_folder(web: WebUi) -> None:
+    (web.cwd / "mix-out.yaml").write_text("workloads:\n  chat:\n    dataset: /etc/passwd\n")
+    before = web.run_dirs()
+    answer = web.post({"workload_file": "mix-out.yaml"})
+    assert answer["success"] is False and answer["message"] == (
+        "tokenstorm: --workload-file mix-out.yaml: chat.dataset names a file outside the folder tokenstorm was "
+        f"started in ({web.cwd.resolve()}); give --workload-file on the command line for it"
+    )
+    time.sleep(1)
+    assert web.run_dirs() == before and web.state() in ("ready", "stopped")
+
+
 @pytest.mark.parametrize(
     ("text", "line"),
     [
@@ -187,6 +199,9 @@ def test_chromium_shows_the_refusal_in_the_form(web: WebUi) -> None:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.goto(web.base + "/")
+        page.wait_for_selector("form button[type=submit], button:has-text('New')", timeout=15000)
+        if page.query_selector("button:has-text('New')") is not None:  # after a run: its dashboard first
+            page.click("button:has-text('New')")
         page.click("text=Custom parameters")
         page.fill("input[name=slo]", "/etc/passwd")
         page.fill("input[name=userCount]", "2")

@@ -102,7 +102,15 @@ class FormCheck:
             values[key] = value
         namespace = SimpleNamespace(**values)
         options = RunOptions.parse(namespace)
-        settings_from_options(namespace)  # the workload file, --weights and each workload's options
+        settings = settings_from_options(namespace)  # the workload file, --weights and each workload's options
+        if "workload_file" in changed:  # the datasets it names: under the folder too
+            for name, one in sorted(settings.items()):
+                if one.dataset and not self._inside(one.dataset):
+                    raise OptionError(
+                        f"--workload-file {_text(namespace, 'workload_file')}: {name}.dataset names a file "
+                        f"outside the folder tokenstorm was started in ({self.root}); give --workload-file on the "
+                        "command line for it"
+                    )
         if "run_dir" in changed:
             check_run_root(options.run_dir)
         if changed & {"tokenizer", "dataset", "workload_file"}:  # read now, as the command line does at start-up
@@ -118,16 +126,27 @@ class FormCheck:
         if why := warmup_problem(options.warmup_s, spec.warmup_s, str(spec.source), run_time_s):
             raise OptionError(why)
 
-    def _under_root(self, key: str, raw: str) -> None:
-        """Refuse a form's path outside the folder tokenstorm was started in (links followed)."""
+    def _inside(self, raw: str) -> bool:
+        """Whether path ``raw`` (relative: to the folder) lies under the folder, links followed."""
         path = Path(raw).expanduser()
         try:
             (path if path.is_absolute() else self.root / path).resolve().relative_to(self.root)
         except (ValueError, OSError, RuntimeError):
+            return False
+        return True
+
+    def _under_root(self, key: str, raw: str) -> None:
+        """Refuse a form's path outside the folder tokenstorm was started in (links followed)."""
+        if not self._inside(raw):
             raise OptionError(
                 f"{_flag(key)} {raw}: the web form takes only paths under the folder tokenstorm was started in "
                 f"({self.root}); for another, give {_flag(key)} on the command line"
-            ) from None
+            )
+
+
+def _text(namespace: Any, dest: str) -> str:
+    """Option ``dest`` of ``namespace`` as text."""
+    return str(getattr(namespace, dest, "") or "")
 
 
 def _build_workloads(environment: Environment, namespace: Any, seed: int) -> None:
