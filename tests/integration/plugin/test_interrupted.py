@@ -22,10 +22,30 @@ LOCUSTFILE = str(ROOT / "locustfiles" / "code_completion.py")
 def _run_and_signal(tmp_path: Path, signum: int, *args: str) -> tuple[int, str, Path]:
     """Start a headless run, send ``signum`` ~3 s after its run directory appears; (exit code, output, run dir)."""
     proc = subprocess.Popen(
-        [*LOCUST, "-f", LOCUSTFILE, "--headless", "-u", "2", "-r", "2", "--max-tokens", "10",
-         "--timing-verdict", "warn", "--run-dir", str(tmp_path / "runs"), "--emulator-args", "--ttft-ms 20", *args],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        [
+            *LOCUST,
+            "-f",
+            LOCUSTFILE,
+            "--headless",
+            "-u",
+            "2",
+            "-r",
+            "2",
+            "--max-tokens",
+            "10",
+            "--timing-verdict",
+            "warn",
+            "--run-dir",
+            str(tmp_path / "runs"),
+            "--emulator-args",
+            "--ttft-ms 20",
+            *args,
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while not list((tmp_path / "runs").glob("*/run.json")):
@@ -64,6 +84,11 @@ def test_a_signal_before_the_planned_end_makes_the_run_incomplete(tmp_path: Path
     assert "Run incomplete" in report and f"interrupted by {name}" in report
     junit = (run_dir / "junit.xml").read_text()
     assert "run incomplete: interrupted by" in junit
+    if signum == signal.SIGTERM:  # the report rebuilt later reads the run the same way
+        rebuilt = subprocess.run(
+            [*LOCUST[:1], "-m", "reports", "build", str(run_dir)], capture_output=True, text=True, cwd=ROOT, timeout=120
+        )
+        assert rebuilt.returncode == 4, rebuilt.stdout[-2000:] + rebuilt.stderr[-2000:]
 
 
 def test_a_run_without_a_planned_end_stopped_by_sigterm_is_complete(tmp_path: Path) -> None:
@@ -83,11 +108,36 @@ def test_ctrl_c_of_a_processes_run_keeps_every_request_its_workers_made(tmp_path
 
     with EmulatorProcess("--ttft-ms", "20", "--itl-ms", "5") as emu:  # its own session: Ctrl-C spares it
         proc = subprocess.Popen(
-            [*LOCUST, "-f", LOCUSTFILE, "--headless", "-u", "4", "-r", "4", "-t", "30s", "--processes", "2",
-             "--host", emu.url, "--wait-time", "0", "--max-tokens", "10", "--timing-verdict", "warn",
-             "--run-dir", str(tmp_path / "runs")],
-            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-        )  # fmt: skip
+            [
+                *LOCUST,
+                "-f",
+                LOCUSTFILE,
+                "--headless",
+                "-u",
+                "4",
+                "-r",
+                "4",
+                "-t",
+                "30s",
+                "--processes",
+                "2",
+                "--host",
+                emu.url,
+                "--wait-time",
+                "0",
+                "--max-tokens",
+                "10",
+                "--timing-verdict",
+                "warn",
+                "--run-dir",
+                str(tmp_path / "runs"),
+            ],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         try:
             deadline = time.monotonic() + 60
             while not list((tmp_path / "runs").glob("*/run.json")):

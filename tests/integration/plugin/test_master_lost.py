@@ -60,10 +60,30 @@ def test_processes_workers_stop_within_a_second_of_the_master_sigkill(tmp_path: 
 
     with EmulatorProcess(*FAST) as emu:
         master = subprocess.Popen(
-            [*LOCUST, "-f", LOCUSTFILE, "--headless", "-u", "4", "-r", "4", "-t", "40s", "--processes", "2",
-             "--host", emu.url, *LOAD, "--run-dir", str(tmp_path / "runs")],
-            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
+            [
+                *LOCUST,
+                "-f",
+                LOCUSTFILE,
+                "--headless",
+                "-u",
+                "4",
+                "-r",
+                "4",
+                "-t",
+                "40s",
+                "--processes",
+                "2",
+                "--host",
+                emu.url,
+                *LOAD,
+                "--run-dir",
+                str(tmp_path / "runs"),
+            ],
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             _wait_for_load(emu.url, 40)  # both workers' users sending
             workers = _children(master.pid)
@@ -88,15 +108,41 @@ def test_remote_worker_stops_and_says_so_when_its_master_is_lost(tmp_path: Path)
     port = free_port()
     with EmulatorProcess(*FAST) as emu:
         master = subprocess.Popen(
-            [*LOCUST, "-f", LOCUSTFILE, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
-             str(port), "--expect-workers", "1", "--headless", "-u", "2", "-r", "2", "-t", "40s", "--host", emu.url,
-             *LOAD, "--run-dir", str(tmp_path / "runs")],
-            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+            [
+                *LOCUST,
+                "-f",
+                LOCUSTFILE,
+                "--master",
+                "--master-bind-host",
+                "127.0.0.1",
+                "--master-bind-port",
+                str(port),
+                "--expect-workers",
+                "1",
+                "--headless",
+                "-u",
+                "2",
+                "-r",
+                "2",
+                "-t",
+                "40s",
+                "--host",
+                emu.url,
+                *LOAD,
+                "--run-dir",
+                str(tmp_path / "runs"),
+            ],
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         worker = subprocess.Popen(
             [*LOCUST, "-f", LOCUSTFILE, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
-            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         try:
             _wait_for_load(emu.url, 20)
             master.kill()

@@ -82,5 +82,6 @@ def write_end(environment: Environment, ctx: RunContext) -> None:
     how = interruption(environment)
     more: dict[str, Any] = {"interrupted": how} if how else {}
     opts = vars(environment.parsed_options)
-    ctx.write_run_json(opts, environment.host, "interrupted" if how else "finished", stopped_epoch_s=time.time(),
-                       **more)  # fmt: skip
+    ctx.write_run_json(
+        opts, environment.host, "interrupted" if how else "finished", stopped_epoch_s=time.time(), **more
+    )

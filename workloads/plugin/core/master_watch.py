@@ -33,8 +33,14 @@ from ...rundir import EXIT_CODES
 from . import locust_compat
 from .context import context
 
-__all__ = ["LOST_MASTER_AFTER_S", "disarm_fork_hook", "install_fork_hook", "records_held", "save_unsent_records",
-           "watch_master"]  # fmt: skip
+__all__ = [
+    "LOST_MASTER_AFTER_S",
+    "disarm_fork_hook",
+    "install_fork_hook",
+    "records_held",
+    "save_unsent_records",
+    "watch_master",
+]
 
 log = logging.getLogger("tokenstorm")
 
@@ -162,8 +168,11 @@ def _last_records(environment: Environment, **_kw: Any) -> None:
         try:
             runner.send_message("stats", data)
         except Exception as exc:  # RPCError: Locust's own retries failed; what was taken is lost
-            log.error("tokenstorm: the last %d request records could not be sent to the master (%s)",
-                      len(data["tokenstorm_records"]), exc)  # fmt: skip
+            log.error(
+                "tokenstorm: the last %d request records could not be sent to the master (%s)",
+                len(data["tokenstorm_records"]),
+                exc,
+            )
 
 
 def save_unsent_records(environment: Environment) -> None:
@@ -182,7 +191,11 @@ def save_unsent_records(environment: Environment) -> None:
         with path.open("a", encoding="utf-8") as fh:
             fh.writelines(line + "\n" for line in lines)
     except OSError as exc:
-        log.error("tokenstorm: %d request records the master never took could not be written to %s (%s)",
-                  len(lines), path, exc.strerror)  # fmt: skip
+        log.error(
+            "tokenstorm: %d request records the master never took could not be written to %s (%s)",
+            len(lines),
+            path,
+            exc.strerror,
+        )
         return
     log.warning("tokenstorm: %d request records the master never took are in %s", len(lines), path)
