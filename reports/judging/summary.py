@@ -222,9 +222,8 @@ def _is(df: pd.DataFrame, col: str, value: str) -> np.ndarray:
 
 
 def incompleteness(run: RunData, live: bool = False) -> list[str]:
-    """Why ``run``'s figures are partial: interrupted before its planned end (SIGTERM, Ctrl-C), workers
-    lost (unless ``--allow-lost-workers``), or the run never finished (``run.json`` still says running,
-    and this is not a live view of it)."""
+    """Why ``run``'s figures are partial: interrupted before its planned end (SIGTERM, Ctrl-C), workers lost
+    (unless ``--allow-lost-workers``), or never finished (run.json says running, and this is not a live view)."""
     meta = run.meta
     out = []
     if meta.status == "interrupted":
