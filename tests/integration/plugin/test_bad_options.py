@@ -131,7 +131,9 @@ def test_a_terminated_process_run_says_its_records_once(tmp_path: Path) -> None:
     output, _ = proc.communicate(timeout=90)
     assert output.count("request records in") == 1, output[-3000:]
     run_dir = next((tmp_path / "runs").iterdir())
-    assert json.loads((run_dir / "run.json").read_text())["status"] == "finished"
+    # SIGTERM 12 s into its planned 60 s: the run was interrupted, and exits as incomplete (issue #28)
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
+    assert proc.returncode == 4, output[-3000:]
 
 
 def test_a_stalled_stream_ends_as_a_stall_and_a_long_healthy_one_does_not(tmp_path: Path) -> None:
