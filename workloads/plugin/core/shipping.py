@@ -56,10 +56,13 @@ def on_report_to_master(client_id: str, data: dict[str, Any], **_kw: Any) -> Non
     if env is None:
         return
     # A master silent for a while may be gone, and a report sent to it lost: its records wait for the next.
-    data["tokenstorm_records"] = [] if master_watch.records_held() else context(env).take_outbox()
+    held = master_watch.records_held()
+    data["tokenstorm_records"] = [] if held else context(env).take_outbox()
     runner = env.runner
-    # 0 once the worker's users are all stopped: this report then carries its last records.
-    data["tokenstorm_users"] = runner.user_count if runner is not None else 0
+    # 0 once the worker's users are all stopped: this report then carries its last records. A report whose
+    # records are held says no count: the master waits for the one that carries them.
+    if not held:
+        data["tokenstorm_users"] = runner.user_count if runner is not None else 0
     probe = _PROBES.get("worker")
     if probe is not None and probe.running:
         sample = probe.sample()
