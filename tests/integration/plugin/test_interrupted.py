@@ -161,3 +161,54 @@ def test_ctrl_c_of_a_processes_run_keeps_every_request_its_workers_made(tmp_path
     missing = served - recorded
     assert not missing, f"{len(missing)} of {len(served)} requests the server saw are not in the run's records"
     assert not list((tmp_path / "runs").glob("unsent-*")), "the master was there to take them"
+
+
+def test_a_web_ui_run_whose_form_left_the_run_time_empty_has_no_planned_end(tmp_path: Path) -> None:
+    """Locust keeps an earlier form's run time in its options when the next form leaves it empty: the second
+    run has no planned end, so a SIGTERM during it is its end, not an interruption."""
+    import urllib.parse
+
+    from tests.conftest import free_port
+
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [*LOCUST, "-f", LOCUSTFILE, "--web-host", "127.0.0.1", "--web-port", str(port), "--run-dir", "runs",
+         "--timing-verdict", "warn", "--wait-time", "0", "--max-tokens", "10"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+
+    def swarm(**form: str) -> None:
+        data = urllib.parse.urlencode({"user_count": "2", "spawn_rate": "2", **form}).encode()
+        with urllib.request.urlopen(urllib.request.Request(base + "/swarm", data=data), timeout=60) as resp:
+            assert json.loads(resp.read())["success"]
+
+    def state() -> str:
+        return str(json.load(urllib.request.urlopen(base + "/stats/requests", timeout=30))["state"])
+
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                state()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None, "the web UI did not come up"
+                time.sleep(0.3)
+        swarm(run_time="2s")  # the first run ends at its planned 2 s
+        time.sleep(1)
+        while state() != "stopped":
+            assert time.monotonic() < deadline, state()
+            time.sleep(0.3)
+        swarm()  # the second: no run time
+        time.sleep(3)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    first, second = sorted((tmp_path / "runs").glob("*/run.json"))
+    assert json.loads(first.read_text())["status"] == "finished"
+    assert json.loads(second.read_text())["status"] == "finished", out[-3000:]
+    assert "interrupted" not in out, out[-3000:]

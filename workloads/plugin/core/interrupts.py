@@ -69,6 +69,9 @@ def _note(environment: Environment, name: str) -> None:
         return
     opts = environment.parsed_options
     run_time_s = getattr(opts, "run_time", None) if opts is not None else None
+    started_by_form = not (getattr(opts, "headless", False) or getattr(opts, "autostart", False))
+    if started_by_form and environment.web_ui is not None and not locust_compat.planned_end_pending(environment):
+        run_time_s = None  # the form left its run time empty this time (an earlier run's stays in the options)
     elapsed_s = time.time() - started_epoch_s
     if run_time_s:
         _INTERRUPTED[environment] = f"{name} {elapsed_s:.0f} s into its planned {run_time_s:g} s"

@@ -115,3 +115,10 @@ def log_row_outside_total(environment: Environment, method: str, name: str, resp
     out of the Aggregated total, so requests/s in the header, the charts and the summary count
     requests, not rows. (Workers ship entries and the total apart; the master merges both.)"""
     environment.stats.get(name, method).log(response_time_ms, 0)  # type: ignore[arg-type]  # floats, as fire()
+
+
+def planned_end_pending(environment: Environment) -> bool:
+    """Whether the run started from the web UI has a planned end still to come (its form's run time: Locust keeps
+    an earlier run's value in ``parsed_options`` when the form leaves it empty, but times only this run's)."""
+    timer = getattr(environment.web_ui, "_run_time_greenlet", None)
+    return timer is not None and not timer.dead

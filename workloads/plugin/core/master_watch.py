@@ -45,8 +45,9 @@ __all__ = [
 log = logging.getLogger("tokenstorm")
 
 #: A worker whose users run and that has heard nothing from its master for this long stops (Locust's
-#: master answers every heartbeat, one a second, and marks a worker missing after ~4 s of silence).
-LOST_MASTER_AFTER_S = 5.0
+#: master answers every heartbeat, one a second, and marks a worker missing after ~4 s of silence). Not
+#: less: a master stalled a few seconds (a starved CPU, a long GC) must not end a healthy run for good.
+LOST_MASTER_AFTER_S = 8.0
 #: a worker keeps its records (ships them with a later report) while its master is silent this long
 HOLD_RECORDS_AFTER_S = 2.5
 #: how often the watchdog looks
