@@ -42,8 +42,8 @@ from .interrupts import watch_signals, write_end
 from .monitoring import start_monitor, stop_monitor
 from .options import OptionError, add_options, users_problem, warmup_problem
 from .progress_display import ProgressPrinter, console_logger
-from .whole_names import whole_option_names
 from .targets import check_url
+from .whole_names import whole_option_names
 
 __all__ = ["install"]
 
@@ -380,10 +380,10 @@ def install(event_hooks: Events | None = None) -> None:
         return
     _INSTALLED.add(ev)
     master_watch.install_fork_hook()  # before Locust forks its --processes workers
-    ev.init_command_line_parser.add_listener(whole_option_names)
     ev.init.add_listener(master_watch.disarm_fork_hook)  # the first: the workers are forked by now
     ev.init_command_line_parser.add_listener(add_options)
     ev.init_command_line_parser.add_listener(locust_compat.loopback_for_local_workers)
+    ev.init_command_line_parser.add_listener(whole_option_names)
     ev.init.add_listener(shipping.remember_environment)
     ev.init.add_listener(_on_init)
     ev.init.add_listener(watch_signals)  # before Locust's own SIGTERM handler, installed after init
