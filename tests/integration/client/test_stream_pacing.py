@@ -49,7 +49,10 @@ def test_streams_at_two_ms_per_token_are_not_bunched(locust_runner) -> None:  # 
     assert written_apart > 0.5 * len(gaps) and joined < 0.25 * written_apart, (joined, written_apart)
     # Against real vLLM the e2e tier holds the issue's < 1% of streams read at once.
     assert len(bunched) < 0.15 * len(done), f"{len(bunched)} of {len(done)} streams read at once by the client"
-    assert abs(statistics.median(r["ttft_s"] for r in done) - 0.015) < 0.003
+    # TTFT as the emulator wrote it (its truth log: arrival → first token), not the 15 ms it was asked for: on a
+    # loaded machine its loop writes late (median 18.2 ms seen in a full run), and that is the server's time.
+    assert statistics.median(truth[r["request_id"]]["ttft_s"] for r in done) >= 0.015
+    assert statistics.median(r["ttft_s"] - truth[r["request_id"]]["ttft_s"] for r in done) < 0.003
     for r in records:
         chain = [r[k] for k in ("ttfc_s", "ttft_s", "e2e_s", "done_s") if r[k] is not None]
         assert chain == sorted(chain) and r["timing_violation"] is None, r
