@@ -31,8 +31,14 @@ def kernel_timestamps_supported() -> bool:
     return SO_TIMESTAMPNS is not None
 
 
-def open_socket(host: str, port: int, connect_timeout_s: float | None, read_timeout_s: float | None,
-                want_kernel_stamps: bool, use_ssl: bool) -> tuple[Any, bool, bool]:  # fmt: skip
+def open_socket(
+    host: str,
+    port: int,
+    connect_timeout_s: float | None,
+    read_timeout_s: float | None,
+    want_kernel_stamps: bool,
+    use_ssl: bool,
+) -> tuple[Any, bool, bool]:
     """A connected gevent socket to ``host:port``, whether the kernel stamps its reads, and whether it
     stamps the packets its sends leave in (:func:`sent_stamp_ns`)."""
     sock = gevent.socket.create_connection((host, port), timeout=connect_timeout_s)

@@ -220,8 +220,12 @@ class LoadWriter:
     def write(self, sample: LoadSample) -> None:
         """Append one sample (:class:`~.faults.WriteFailed` when it cannot be written; none after that)."""
         if not self._fh.closed:
-            self._fh.write(orjson.dumps({"epoch_s": sample.epoch_s, "users": sample.users, "cpu": sample.cpu,
-                                         "clock": sample.clock}) + b"\n")  # fmt: skip
+            self._fh.write(
+                orjson.dumps(
+                    {"epoch_s": sample.epoch_s, "users": sample.users, "cpu": sample.cpu, "clock": sample.clock}
+                )
+                + b"\n"
+            )
             self._fh.mark(1)
             self._fh.push()
 

@@ -14,8 +14,18 @@ from typing import Any
 from locust.env import Environment
 from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
-__all__ = ["is_master", "is_running", "is_worker", "live_workers", "loopback_for_local_workers", "master_address",
-           "missing_workers", "process_role", "worker_client_id", "worker_index"]  # fmt: skip
+__all__ = [
+    "is_master",
+    "is_running",
+    "is_worker",
+    "live_workers",
+    "loopback_for_local_workers",
+    "master_address",
+    "missing_workers",
+    "process_role",
+    "worker_client_id",
+    "worker_index",
+]
 
 #: Locust's own default for --master-bind-host (every interface)
 _ALL_INTERFACES = "*"
