@@ -157,6 +157,7 @@ def test_ctrl_c_with_the_built_in_emulator_cancels_in_flight_requests_and_judges
          "--max-tokens", "100", "--ignore-eos", "--emulator-args", "--ttft-ms 50 --itl-ms 10",
          "--timing-verdict", "warn"],  # what Ctrl-C does is checked here, not this busy box's clock
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a terminal's, not a ``&`` shell's
     )  # fmt: skip
     try:
         time.sleep(8)  # started, each user mid-stream (a request takes ~1 s)

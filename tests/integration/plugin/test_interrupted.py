@@ -19,6 +19,11 @@ from tests.conftest import LOCUST, ROOT
 LOCUSTFILE = str(ROOT / "locustfiles" / "code_completion.py")
 
 
+def _sigint_as_a_terminal() -> None:
+    """As from a terminal: a shell that ran these tests in the background (``&``) left SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _run_and_signal(tmp_path: Path, signum: int, *args: str) -> tuple[int, str, Path]:
     """Start a headless run, send ``signum`` ~3 s after its run directory appears; (exit code, output, run dir)."""
     proc = subprocess.Popen(
@@ -45,6 +50,7 @@ def _run_and_signal(tmp_path: Path, signum: int, *args: str) -> tuple[int, str, 
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=_sigint_as_a_terminal,
     )
     try:
         deadline = time.monotonic() + 60
@@ -137,6 +143,7 @@ def test_ctrl_c_of_a_processes_run_keeps_every_request_its_workers_made(tmp_path
             stderr=subprocess.STDOUT,
             text=True,
             start_new_session=True,
+            preexec_fn=_sigint_as_a_terminal,
         )
         try:
             deadline = time.monotonic() + 60

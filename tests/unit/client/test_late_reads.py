@@ -58,18 +58,37 @@ def _complete(port: int, block_s: float = 0.0, block_after_s: float = 2.5 * GAP_
 
 
 def test_a_client_that_reads_on_time_has_no_late_events(serve) -> None:  # type: ignore[no-untyped-def]
-    record = _complete(serve(_paced).port)
-    assert record.ok, record.error_detail
-    assert record.token_events == TOKENS
-    assert record.late_events == 0 and not record.ttft_late
-    if kernel_timestamps_supported():
-        # Each read returned soon after its packet arrived (the machine may be busy: generous).
-        assert record.read_lag_max_s is not None and record.read_lag_max_s < GAP_S
-    assert min(record.itl_gaps_s) > GAP_S / 2  # every gap is the server's 5 ms, none bunched
+    """On a busy machine (the suite's other processes) this process can itself lose its CPU for a few ms
+    and read late — the record is right to call an event late then. So: every try that counts a late event
+    shows the bunched read behind it, and of five tries the first read on time counts none."""
+    port = serve(_paced).port
+    tries = []
+    for _ in range(5):
+        record = _complete(port)
+        assert record.ok, record.error_detail
+        assert record.token_events == TOKENS
+        tries.append(record)
+        if record.late_events:
+            # Counted late only where a read took several events at once: they share its stamp, a gap
+            # the server (pacing 5 ms) did not make.
+            assert min(record.itl_gaps_s) < LATE_EVENT_S or record.ttft_late, record.itl_gaps_s
+        if kernel_timestamps_supported():
+            assert record.read_lag_max_s is not None
+            if record.read_lag_max_s >= GAP_S:
+                continue  # this try's reads lagged their packets: not on time, another try
+        elif record.late_events:
+            continue
+        # Read on time: no event was stamped late, and every gap is the server's 5 ms, none bunched.
+        assert record.late_events == 0 and not record.ttft_late, record.itl_gaps_s
+        assert min(record.itl_gaps_s) > GAP_S / 2
+        return
+    pytest.fail(f"no try of 5 read on time: lags {[r.read_lag_max_s for r in tries]}")
 
 
 def test_a_blocked_client_counts_the_events_whose_stamp_was_lost(serve) -> None:  # type: ignore[no-untyped-def]
-    record = _complete(serve(_paced).port, block_s=TOKENS * GAP_S + 0.05)
+    # Blocked 0.2 s, 0.15 s past the stream's end: the lag stays far above an on-time read's even when a busy
+    # machine delays the server's last packets.
+    record = _complete(serve(_paced).port, block_s=TOKENS * GAP_S + 0.15)
     assert record.ok, record.error_detail
     assert record.token_events == TOKENS
     # Everything queued while the loop was blocked came back in one read stamped as its newest
@@ -79,7 +98,7 @@ def test_a_blocked_client_counts_the_events_whose_stamp_was_lost(serve) -> None:
     assert record.late_events >= zero_gaps
     assert record.late_events <= TOKENS - 1  # the event that ended the read keeps its own stamp
     if kernel_timestamps_supported():
-        assert record.read_lag_max_s is not None and record.read_lag_max_s >= 0.04  # it was read ~50 ms late
+        assert record.read_lag_max_s is not None and record.read_lag_max_s >= 0.04  # it was read ~150 ms late
     else:
         assert record.read_lag_max_s is None  # documented: no kernel stamp, no measurable lag
 

@@ -90,3 +90,39 @@ def test_a_dead_process_is_replaced_and_an_unpicklable_check_is_judged_here(
     local = named("local_rule", lambda r: "x" in r.text)  # a lambda cannot be pickled: judged here
     assert checker.judge((*checks, local), reply) == judge((*checks, local), reply)
     assert "answer checks run in the load generator from now on" in caplog.text
+
+
+def test_a_user_stopped_mid_check_leaves_no_answer_for_the_next_one(
+    tmp_path: Path, checker: CheckProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The load test stopping a user kills its greenlet while it waits for its answer's verdict: that verdict
+    must not be read by the next request as its own (a web-UI run started after a Stop would judge with it)."""
+    import gevent
+    import gevent.subprocess
+
+    from workloads.traffic.checks import worker
+
+    monkeypatch.setattr(worker, "subprocess", gevent.subprocess)  # cooperative pipes, as under Locust's patching
+
+    (tmp_path / "slow_rules.py").write_text(
+        "import time\n"
+        "def says_which(request, reply):\n"
+        "    if reply.text.startswith('slow'):\n"
+        "        time.sleep(1.0)\n"
+        "        return 'the slow answer'\n"
+        "    return True\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        from workloads.client import CompletionRequest
+
+        check = load_user_check("slow_rules:says_which")
+        req = CompletionRequest("chat")  # a user's own check gets the request: judged in the process, always
+        slow = gevent.spawn(checker.judge, (check,), Reply("slow", [], "stop", 1, 8, req))
+        gevent.sleep(1.0)  # the process started (~0.3 s), and its answer is being judged there
+        slow.kill()  # as Locust stops a user: GreenletExit where it waits
+        assert isinstance(slow.value, gevent.GreenletExit)  # killed while it waited, not judged
+        outcome = checker.judge((check,), Reply("fast", [], "stop", 1, 8, req))
+        assert outcome.results == "says_which:pass" and outcome.detail is None, outcome
+    finally:
+        sys.path.remove(str(tmp_path))

@@ -95,7 +95,15 @@ def send(environment: Environment, client: LlmClient, req: CompletionRequest, mo
         # this greenlet waits on its pipe while the event loop goes on reading every other stream.
         ctx.mark_warmup(record)
         failed = None if record.warmup else ctx.failed_answers  # warm-up failures are not judged: not sampled
-        check_record(record, req, client.last_answer, checks, failed, ctx.secrets(), ctx.check_process.judge)
+        try:
+            check_record(record, req, client.last_answer, checks, failed, ctx.secrets(), ctx.check_process.judge)
+        except gevent.GreenletExit:
+            # The run stopped this user while its answer was being checked: the request itself completed, and
+            # its record is kept (its answer unjudged) before the user ends — it was lost before.
+            record.check, record.check_results = None, ""
+            ctx.emit(record)
+            _fire_stats(environment, record)
+            raise
     if send_lag_s is not None:
         record.send_lag_s = max(0.0, send_lag_s)
     ctx.emit(record)

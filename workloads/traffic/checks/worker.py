@@ -101,6 +101,23 @@ class CheckProcess:
                 log.warning("tokenstorm: answer checks run in the load generator from now on (%s: %s); "
                             "long answers may delay its reads", type(exc).__name__, exc)  # fmt: skip
                 return judge(checks, reply)
+            except BaseException:
+                # Interrupted mid-exchange (the load test stopping this user): the answer it was waiting for
+                # would be read by the next caller as its own. That process is given up; the next starts afresh.
+                self._abandon()
+                raise
+
+    def _abandon(self) -> None:
+        """Drop the process without waiting for it (it ends when its end of the pipe closes; killed to be sure)."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        with contextlib.suppress(OSError):
+            proc.kill()
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
 
     def close(self) -> None:
         """End the checks' process (it ends by itself, too, when this one's end of the pipe closes)."""
