@@ -32,14 +32,16 @@ from .meta import REQUESTS_FILE
 from .reading import iter_batches
 from .segments import ITL_COLUMN, SCHEMA, SEGMENTS_DIR, rows_to_batch, segment_batches, segment_paths
 
-__all__ = ["FRAME_COLUMNS", "ItlHistogram", "ItlSource", "frame_from_rows", "read_requests_frame"]
+__all__ = ["FRAME_COLUMNS", "ItlHistogram", "ItlSource", "frame_from_rows", "read_requests_frame", "string_key"]
 
 #: the scalar columns of a report's table (see RequestRecord for their meaning; ``session_id`` as a key)
 FRAME_COLUMNS = ("workload", "model", "worker_id", "start_epoch_s", "ok", "status_code", "error_category",
                  "error_detail", "prompt_tokens", "output_tokens", "ttft_s", "e2e_s", "tpot_s", "warmup",
                  "send_lag_s", "timing_violation", "target", "token_events", "late_events", "ttft_late",
                  "read_lag_max_s", "session_id", "session_end", "tool_calls", "ttft_tool_s", "tool_call_s",
-                 "tool_call_tokens", "cached_tokens", "check", "check_results", "needle_depth")  # fmt: skip
+                 "tool_call_tokens", "cached_tokens", "check", "check_results", "needle_depth", "server_queue_s",
+                 "server_ttft_s", "server_decode_s", "server_itl_s", "overhead_s", "server_frontend_s",
+                 "trace_id")  # fmt: skip
 _EXACT_BELOW_US = 1 << 20
 _HIGH_RATIO = 1.0001
 _HIGH_BINS = int(np.ceil(np.log(2**31 / _EXACT_BELOW_US) / np.log(_HIGH_RATIO))) + 1
@@ -212,7 +214,7 @@ def _frame_and_source(batches: Callable[[list[str]], Iterator[pa.RecordBatch]]) 
                 data[name][row:end] = remap[pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False)]
             elif name in _KEY_COLUMNS:
                 enc = pc.dictionary_encode(arr)
-                keys = np.array([_key(v) for v in enc.dictionary.to_pylist()] + [-1], dtype=np.int64)
+                keys = np.array([string_key(v) for v in enc.dictionary.to_pylist()] + [-1], dtype=np.int64)
                 data[name][row:end] = keys[pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False)]
             elif pa.types.is_boolean(arr.type):
                 data[name][row:end] = pc.fill_null(arr, False).to_numpy(zero_copy_only=False)
@@ -239,11 +241,12 @@ _STRING_COLUMNS = frozenset({"workload", "model", "worker_id", "error_category",
                              "target", "check", "check_results"})  # fmt: skip
 #: strings unique to a few requests each (a session's id): a 63-bit key per row (-1: none or empty), not a
 #: categorical whose millions of categories would cost ~100 bytes each as Python strings
-_KEY_COLUMNS = frozenset({"session_id"})
+_KEY_COLUMNS = frozenset({"session_id", "trace_id"})
 
 
-def _key(value: str | None) -> int:
-    """A stable 63-bit key of ``value`` (-1 for none): equal strings, equal keys; a collision ~2**-63."""
+def string_key(value: str | None) -> int:
+    """A stable 63-bit key of ``value`` (-1 for none): equal strings, equal keys; a collision ~2**-63. The frame's
+    ``session_id`` and ``trace_id`` columns hold these (a server span is joined to its record by it)."""
     if not value:
         return -1
     return int.from_bytes(hashlib.blake2b(value.encode(), digest_size=8).digest(), "little") >> 1
@@ -255,7 +258,8 @@ def _key(value: str | None) -> int:
 #: (NaN: not reported, or an older record without them)
 _DTYPES = {"ok": np.bool_, "warmup": np.bool_, "status_code": np.float32, "send_lag_s": np.float32,
            "session_end": np.bool_, "tool_calls": np.float32, "tool_call_tokens": np.float32,
-           "cached_tokens": np.float32, "session_id": np.int64, "needle_depth": np.float32}  # fmt: skip
+           "cached_tokens": np.float32, "session_id": np.int64, "trace_id": np.int64,
+           "needle_depth": np.float32}  # fmt: skip
 
 
 def read_requests_frame(run_dir: Path | str) -> tuple[pd.DataFrame, ItlSource]:

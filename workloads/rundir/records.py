@@ -153,6 +153,26 @@ class RequestRecord:
     #: prompt tokens the server found in its prefix cache (``usage.prompt_tokens_details.cached_tokens``;
     #: vLLM needs ``--enable-prompt-tokens-details``); ``None``: not reported
     cached_tokens: int | None = None
+    # The server's own timing of this request — what the engine did, never what the user saw: vLLM's
+    # ``--enable-per-request-metrics`` (``metrics`` of the stream's final usage chunk), else its OpenTelemetry
+    # ``llm_request`` span joined by ``trace_id`` (``--otlp-port``). ``None``: the server said nothing.
+    #: queued → scheduled (``queue_time_ms``): the wait in the scheduler's queue
+    server_queue_s: float | None = None
+    #: scheduled → first token (``time_to_first_token_ms``, vLLM's definition): prefill
+    server_ttft_s: float | None = None
+    #: first → last token (``generation_time_ms``): decode
+    server_decode_s: float | None = None
+    #: the server's mean gap between output tokens (``mean_itl_ms``)
+    server_itl_s: float | None = None
+    #: ``ttft_s − server_queue_s − server_ttft_s``: everything outside the engine — the HTTP and chat-template
+    #: front end, tokenisation, the network and the client's own reading (a late read makes it grow)
+    overhead_s: float | None = None
+    #: arrival → queued, the server's front end (HTTP, chat template, tokenisation): part of ``overhead_s``, known
+    #: only from the request's span
+    server_frontend_s: float | None = None
+    #: the W3C trace id this request's ``traceparent`` header carried (32 hex digits): where to find it in the
+    #: user's own tracing (Jaeger, Tempo), and the key its server span is joined by
+    trace_id: str = ""
     #: the answer's checks (``workloads.traffic.checks``): ``None`` none applied (or the request failed),
     #: ``"pass"``, else the name of the first check that failed
     check: str | None = None

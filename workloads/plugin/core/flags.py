@@ -157,6 +157,10 @@ VERDICT = Topic("SLOs & verdict", (
          0.5, float),
     Flag("--timing-verdict", "fail: a run whose timing is not trustworthy is UNRELIABLE (exit code 5); warn: it is "
          "said everywhere but the SLOs alone set the verdict", "fail", choices=("fail", "warn")),
+    Flag("--timing-source", "What latency SLOs are judged on: client (the records' own timing, what users saw); "
+         "server (the server's per-request timing: queue + server TTFT for TTFT, its ITL for ITL/TPOT — what the "
+         "engine did); auto: the client's when its timing is trustworthy, else the server's (a busy runner still "
+         "gets an answer; every output says which was used and why)", "client", choices=("client", "server", "auto")),
     Flag("--allow-lost-workers", "A worker lost mid-run does not make the run incomplete (exit code 4)", False,
          switch=True),
     Flag("--consistency-probes", "Answer consistency: N fixed short prompts (English and Chinese, temperature 0, "
@@ -174,6 +178,12 @@ MONITORS = Topic("Monitors", (
          "else 1)", 0, int),
     Flag("--metrics-port", "Serve client-side TTFT/ITL/TPOT/E2E histograms and counters for Prometheus at "
          "http://HOST:PORT/metrics (master / local runner; 0: off)", 0, int, web_ui=False),  # listens from start-up
+    Flag("--otlp-port", "Receive the server's OpenTelemetry traces (OTLP/HTTP, protobuf) at "
+         "http://HOST:PORT/v1/traces: vLLM's llm_request spans give each record the server's timing by trace id "
+         "where its stream carried none, and the server's front end (start vLLM with --otlp-traces-endpoint "
+         "http://HOST:PORT/v1/traces; master / local runner; 0: off)", 0, int, web_ui=False),
+    Flag("--otlp-host", "Address --otlp-port listens on (0.0.0.0 for a server on another machine)", "127.0.0.1",
+         web_ui=False),
     Flag("--metrics-host", "Address --metrics-port listens on (0.0.0.0 for a Prometheus on another machine)",
          "127.0.0.1", web_ui=False),
 ))  # fmt: skip

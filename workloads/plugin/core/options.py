@@ -268,6 +268,11 @@ class RunOptions:
     gpus: int = 0
     metrics_port: int = 0
     metrics_host: str = "127.0.0.1"
+    #: OTLP/HTTP traces receiver (0: off) and its address
+    otlp_port: int = 0
+    otlp_host: str = "127.0.0.1"
+    #: what latency SLOs are judged on: ``client``, ``server`` or ``auto`` (``--timing-source``)
+    timing_source: str = "client"
     report_every_s: float = 3600.0
     records: str = "parquet"
     gpu_cost_per_hour: float = 0.0
@@ -334,6 +339,10 @@ class RunOptions:
             gpus=_number("--gpus", get("gpus", 0), minimum=0, cast=int),
             metrics_port=_number("--metrics-port", get("metrics_port", 0), minimum=0, cast=int, maximum=65535),
             metrics_host=str(get("metrics_host", "127.0.0.1") or "127.0.0.1"),
+            otlp_port=_number("--otlp-port", get("otlp_port", 0), minimum=0, cast=int, maximum=65535),
+            otlp_host=str(get("otlp_host", "127.0.0.1") or "127.0.0.1"),
+            timing_source=_choice("--timing-source", str(get("timing_source", "client") or "client"),
+                                  ("client", "server", "auto")),  # fmt: skip
             report_every_s=parse_duration_option("--report-every", get("report_every", 3600.0)),
             gpu_cost_per_hour=_number("--gpu-cost-per-hour", get("gpu_cost_per_hour", 0.0), minimum=0),
             records=_choice("--records", str(get("records", "parquet") or "parquet"), ("parquet", "jsonl")),
