@@ -39,8 +39,15 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-#: what the agent tests need: streamed tool calls (the hermes parser) and cached_tokens in every usage
-TOOL_FLAGS = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--enable-prompt-tokens-details")
+#: what the agent tests need: streamed tool calls (the hermes parser) and cached_tokens in every usage; and each
+#: request's own timing (queue, TTFT from scheduling, decode, mean ITL) in its final usage chunk (issue #29)
+TOOL_FLAGS = (
+    "--enable-auto-tool-choice",
+    "--tool-call-parser",
+    "hermes",
+    "--enable-prompt-tokens-details",
+    "--enable-per-request-metrics",
+)
 
 
 @pytest.fixture(scope="session")
