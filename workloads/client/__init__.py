@@ -6,6 +6,7 @@ stream timer where TTFT, ITL, TPOT and E2E are defined (:mod:`.timing`). No Locu
 * :mod:`.timing` — :class:`StreamTimer`: the metric definitions of DESIGN.md.
 * :mod:`.client` — :class:`LlmClient`: builds the request body, sends it, fills a ``RequestRecord``.
 * :mod:`.reading` — a response's events into the timer, its figures into the record.
+* :mod:`.server_timing` — the server's own timing of a request (``metrics``) and its ``traceparent``.
 * :mod:`.stall` — the stall timeout (no byte for N s), one timer per request.
 * :mod:`.limits` — the cap on one response (a multiple of its ``max_tokens``): past it, ``oversized``.
 * :mod:`.backoff` — a user's wait after connection errors (capped exponential, jittered).

@@ -29,6 +29,7 @@ from .failures import STALL, describe, error_text, fail, http_category, secrets_
 from .http import HttpConnection, HttpResponse, ProtocolError
 from .limits import ResponseCap
 from .reading import fill_from_timer, read_stream, read_whole
+from .server_timing import trace_id_of, traceparent
 from .stall import Stalled, StallWatch
 from .timing import THINK_TAGS, StreamError, StreamTimer
 
@@ -291,7 +292,15 @@ class LlmClient:
             needle_depth=req.needle_depth,
         )
         payload = orjson.dumps(body)
-        headers = {**self._headers, **req.headers, "X-Request-Id": self._wire_id(record.request_id)}
+        wire_id = self._wire_id(record.request_id)
+        # The trace id is the wire id's: A/B twins (one record id) are two requests, one trace each.
+        record.trace_id = trace_id_of(wire_id)
+        headers = {
+            **self._headers,
+            **req.headers,
+            "X-Request-Id": wire_id,
+            "traceparent": traceparent(record.trace_id, wire_id),
+        }
         think_tags = self._think_tags if may_think(req) else None
         cap = ResponseCap.of(body, len(payload))
         timer = StreamTimer(collect_text=req.collect_text or bool(req.checks), think_tags=think_tags, cap=cap)

@@ -11,6 +11,7 @@ import orjson
 from ..rundir.records import LATE_EVENT_S, ErrorCategory, RequestRecord
 from .http import HttpResponse
 from .limits import ResponseCap
+from .server_timing import fill_server_timing
 from .sse import SseParser
 from .timing import StreamError, StreamTimer, cached_tokens
 
@@ -78,6 +79,7 @@ def read_whole(
         record.prompt_tokens = usage.get("prompt_tokens")
         record.output_tokens = usage.get("completion_tokens")
         record.cached_tokens = cached_tokens(usage)
+        fill_server_timing(record, data.get("metrics"))
         calls = (choice.get("message") or {}).get("tool_calls")
         if isinstance(calls, list) and calls:
             record.tool_calls = len(calls)
@@ -112,3 +114,4 @@ def fill_from_timer(record: RequestRecord, timer: StreamTimer) -> None:
     record.ttft_tool_s = timer.first_tool_t
     record.tool_call_s = timer.last_tool_t
     record.tool_call_tokens = timer.tool_tokens if timer.tools else None
+    fill_server_timing(record, timer.server_metrics)

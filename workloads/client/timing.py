@@ -27,6 +27,8 @@ Definitions (the ones users check against vLLM's own benchmark):
   closing tokens, or text its parsers kept back, until the finish) is a token event: those tokens are
   output like the rest, so there is still one ITL per output token after the first.
 * Cached prompt tokens: ``usage.prompt_tokens_details.cached_tokens`` (the server's prefix-cache hit).
+* The server's own timing: the top-level ``metrics`` of a chunk without choices (vLLM's final usage chunk,
+  ``--enable-per-request-metrics``), kept whole for :mod:`.server_timing`.
 """
 
 from __future__ import annotations
@@ -93,6 +95,7 @@ class StreamTimer:
         "reasoning_events",
         "reasoning_tokens",
         "response_id",
+        "server_metrics",
         "texts",
         "token_events",
         "tool_tokens",
@@ -128,6 +131,8 @@ class StreamTimer:
         self.response_id: str | None = None
         #: usage.prompt_tokens_details.cached_tokens (the server's prefix-cache hit), when reported
         self.cached_tokens: int | None = None
+        #: the ``metrics`` object of the final usage chunk (the server's timing of the request), when sent
+        self.server_metrics: Any = None
         #: tool calls by their stream index: [id, name, argument fragments] (fragments kept only with collect_text)
         self.tools: dict[int, list[Any]] = {}
         self.first_tool_t: float | None = None
@@ -186,6 +191,9 @@ class StreamTimer:
                 self.cached_tokens = cached_tokens(usage)
         choices = chunk.get("choices")
         if not choices:
+            metrics = chunk.get("metrics")
+            if metrics is not None:
+                self.server_metrics = metrics
             return
         choice = choices[0]
         if not isinstance(choice, dict):
