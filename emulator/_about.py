@@ -10,7 +10,7 @@ from typing import Any
 
 from ._config import EmulatorConfig
 
-__all__ = ["cache_config_labels", "models_body", "server_version"]
+__all__ = ["cache_config_labels", "config_body", "models_body", "server_version"]
 
 
 def server_version() -> str:
@@ -39,4 +39,22 @@ def cache_config_labels(config: EmulatorConfig) -> dict[str, str]:
         "engine": "0",
         "kv_cache_size_tokens": str(config.kv_cache_tokens),
         "num_gpu_blocks": str(config.kv_cache_tokens // config.block_size),
+    }
+
+
+def config_body(config: EmulatorConfig, seed: int) -> dict[str, Any]:
+    """``/emulator/config``: the settings tests read back (``seed``: the one this server draws from)."""
+    return {
+        "ttft_s": config.ttft_s,
+        "itl_s": config.itl_s,
+        "max_num_seqs": config.max_num_seqs,
+        "block_size": config.block_size,
+        "prefix_cache_blocks": config.prefix_cache_blocks,
+        "tool_call_share": config.tool_call_share,
+        "tool_calls": config.tool_calls,
+        "seed": seed,
+        "wrong": config.wrong,
+        "wrong_rise": config.wrong_rise,
+        "frontend_s": config.frontend_s,
+        "per_request_metrics": config.per_request_metrics,
     }

@@ -149,6 +149,20 @@ def _parser(add_help: bool, prog: str = PROG) -> _Parser:
     p.add_argument("--jitter-ms", type=_number("--jitter-ms"), default=0.0)
     p.add_argument("--tokens-per-chunk", type=_whole("--tokens-per-chunk"), default=d.tokens_per_chunk)
     p.add_argument("--max-num-seqs", type=_whole("--max-num-seqs"), default=d.max_num_seqs, help="concurrent sequences")
+    p.add_argument(
+        "--frontend-ms",
+        type=_number("--frontend-ms"),
+        default=d.frontend_s * 1000,
+        help="time from a request's arrival to its joining the queue (vLLM's front end: HTTP, chat template, "
+        "tokenisation); counted in vllm:time_to_first_token_seconds, not in the per-request metrics (default 0)",
+    )
+    p.add_argument(
+        "--enable-per-request-metrics",
+        action="store_true",
+        help="as vLLM's flag: the final usage chunk (and a whole answer) carries the request's own timing, "
+        "metrics: {queue_time_ms (queued -> a --max-num-seqs slot), time_to_first_token_ms (slot -> first token), "
+        "generation_time_ms (first -> last token), mean_itl_ms, tokens_per_second}",
+    )
     p.add_argument("--max-model-len", type=_whole("--max-model-len"), default=d.max_model_len)
     p.add_argument("--block-size", type=_whole("--block-size"), default=d.block_size,
                    help="KV-cache block size: the prefix cache's unit (said in vllm:cache_config_info)")  # fmt: skip
@@ -244,6 +258,8 @@ def config_from_args(args: argparse.Namespace) -> EmulatorConfig:
         jitter_s=args.jitter_ms / 1000,
         tokens_per_chunk=args.tokens_per_chunk,
         max_num_seqs=args.max_num_seqs,
+        frontend_s=args.frontend_ms / 1000,
+        per_request_metrics=args.enable_per_request_metrics,
         max_model_len=args.max_model_len,
         block_size=args.block_size,
         prefix_cache_blocks=args.prefix_cache_blocks,

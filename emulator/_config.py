@@ -21,10 +21,10 @@ WRONG_KINDS = ("needle", "cjk", "syntax", "script", "repeat", "cut", "tool_json"
 class EmulatorConfig:
     """The emulator's latency model. Defaults resemble a loaded real deployment.
 
-    TTFT = queue wait (``max_num_seqs`` slots) + ``ttft_s`` + ``prefill_s_per_token`` x the prompt
-    tokens the prefix cache did not hold; then one chunk of ``tokens_per_chunk`` tokens every
-    ``itl_s`` x tokens_per_chunk, each deadline jittered by up to ±``jitter_s``. Deadlines are
-    absolute, so delays never accumulate.
+    TTFT = ``frontend_s`` (arrival → queued) + queue wait (``max_num_seqs`` slots) + ``ttft_s`` +
+    ``prefill_s_per_token`` x the prompt tokens the prefix cache did not hold; then one chunk of
+    ``tokens_per_chunk`` tokens every ``itl_s`` x tokens_per_chunk, each deadline jittered by up to
+    ±``jitter_s``. Deadlines are absolute, so delays never accumulate.
     """
 
     model: str = "tokenstorm-emulated"
@@ -34,6 +34,12 @@ class EmulatorConfig:
     jitter_s: float = 0.0
     tokens_per_chunk: int = 1
     max_num_seqs: int = 256
+    #: arrival → queued: the front end's time (vLLM's HTTP server, chat template, tokenisation) before a request
+    #: waits for a slot
+    frontend_s: float = 0.0
+    #: the final usage chunk (and a whole answer) carries the request's own timing in ``metrics``, as vLLM
+    #: started with ``--enable-per-request-metrics``
+    per_request_metrics: bool = False
     max_model_len: int = 131072
     kv_cache_tokens: int = 1_000_000
     #: tokens per KV-cache block, as vLLM's --block-size: the prefix cache's unit (and said in /metrics'
@@ -63,7 +69,7 @@ class EmulatorConfig:
 
     def validate(self) -> None:
         """Raise ``ValueError`` with a one-line reason if a setting makes no sense."""
-        for name in ("ttft_s", "prefill_s_per_token", "itl_s", "jitter_s"):
+        for name in ("ttft_s", "prefill_s_per_token", "itl_s", "jitter_s", "frontend_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
         if self.reasoning_format not in REASONING_FORMATS:

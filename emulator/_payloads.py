@@ -162,9 +162,12 @@ def sse_event(
     return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
 
 
-def usage_event(plan: Plan, rid: str, created: int, completion_tokens: int) -> bytes:
-    """The choice-less ``data:`` event that ends a stream asked for ``include_usage``."""
-    usage = {
+def usage_event(
+    plan: Plan, rid: str, created: int, completion_tokens: int, metrics: dict[str, Any] | None = None
+) -> bytes:
+    """The choice-less ``data:`` event that ends a stream asked for ``include_usage``; ``metrics``: the request's
+    own timing beside the usage (vLLM's ``--enable-per-request-metrics``)."""
+    usage: dict[str, Any] = {
         "id": rid,
         "object": _object(plan),
         "created": created,
@@ -172,6 +175,8 @@ def usage_event(plan: Plan, rid: str, created: int, completion_tokens: int) -> b
         "choices": [],
         "usage": _final_usage(plan, completion_tokens),
     }
+    if metrics is not None:
+        usage["metrics"] = metrics
     return b"data: " + json.dumps(usage).encode() + b"\n\n"
 
 

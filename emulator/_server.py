@@ -23,7 +23,7 @@ import uuid
 from collections import deque
 from typing import Any, TextIO
 
-from ._about import cache_config_labels, models_body, server_version
+from ._about import cache_config_labels, config_body, models_body, server_version
 from ._answers import Answered, answer_for, token_text, whole_text
 from ._config import FAULT_KINDS, EmulatorConfig
 from ._endless import endless
@@ -41,7 +41,7 @@ from ._payloads import (
 )
 from ._prefix_cache import PrefixCache
 from ._tools import ToolCall, ToolRequestError, tool_delta, tool_mode
-from ._truth import Truth, prompt_digest, truth_dict
+from ._truth import Truth, per_request_metrics, prompt_digest, truth_dict
 
 __all__ = ["TRUTHS_KEPT", "EmulatorServer"]
 
@@ -118,22 +118,7 @@ class EmulatorServer:
         if req.method == "GET" and path == "/emulator/truth":
             return await send_json(writer, 200, [truth_dict(t) for t in self._truths])
         if req.method == "GET" and path == "/emulator/config":
-            return await send_json(
-                writer,
-                200,
-                {
-                    "ttft_s": self.config.ttft_s,
-                    "itl_s": self.config.itl_s,
-                    "max_num_seqs": self.config.max_num_seqs,
-                    "block_size": self.config.block_size,
-                    "prefix_cache_blocks": self.config.prefix_cache_blocks,
-                    "tool_call_share": self.config.tool_call_share,
-                    "tool_calls": self.config.tool_calls,
-                    "seed": self.seed,
-                    "wrong": self.config.wrong,
-                    "wrong_rise": self.config.wrong_rise,
-                },
-            )
+            return await send_json(writer, 200, config_body(self.config, self.seed))
         if req.method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
             return await self._completion(req, writer, chat=path.endswith("chat/completions"))
         return await send_json(writer, 404, {"error": {"message": f"no route {path}", "code": 404}})
@@ -196,6 +181,10 @@ class EmulatorServer:
             more=answered.more,
         )
 
+        if self.config.frontend_s:
+            await _sleep_until(arrived + self.config.frontend_s)  # the front end, before the request is queued
+        queued = time.perf_counter()
+        truth.frontend_s = queued - arrived
         self._waiting += 1
         try:
             await self._slots.acquire()
@@ -204,7 +193,7 @@ class EmulatorServer:
         self._running += 1
         self._kv_tokens += prompt_tokens
         start = time.perf_counter()
-        truth.queue_s = start - arrived
+        truth.queue_s = start - queued
         lab = self.metrics.lab()
         self.metrics.prompt_tokens.labels(**lab).inc(prompt_tokens)
         # Looked up when the request is scheduled (a slot free), as vLLM's scheduler does: only the
@@ -222,12 +211,16 @@ class EmulatorServer:
             else:
                 await _sleep_until(start + truth.imposed_ttft_s + self.config.itl_s * (output_tokens - 1))
                 generated = output_tokens
+                truth.server_ttft_s = truth.imposed_ttft_s  # the whole answer at once: its parts as imposed
+                truth.decoded(time.perf_counter() - start - truth.imposed_ttft_s, output_tokens)
                 if call is None:
                     answer = whole_response(plan, whole_text(plan, self.config.reasoning_format))
                 else:
                     n = output_tokens - reasoning_tokens
                     truth.tool_calls, truth.tool_call_ids, truth.tool_call_tokens = 1, [call.call_id], n
                     answer = whole_response(plan, "", call.history_entry(n))
+                if self.config.per_request_metrics:
+                    answer["metrics"] = per_request_metrics(truth)
                 keep = await send_json(writer, 200, answer)
             if keep or fault is None:
                 e2e = time.perf_counter() - arrived
@@ -282,7 +275,7 @@ class EmulatorServer:
         fault_at = max(1, len(sizes) // 2)
         first_deadline = start + truth.imposed_ttft_s
         sent_tokens = 0
-        prev_t: float | None = None
+        prev_t = first_t = 0.0
         lab = self.metrics.lab()
         for i, k in enumerate(sizes):
             deadline = first_deadline + (sent_tokens + k - 1) * cfg.itl_s
@@ -322,7 +315,8 @@ class EmulatorServer:
                     truth.ttft_tool_s = now - arrived
                 truth.tool_call_s = now - arrived
                 truth.tool_call_tokens = (truth.tool_call_tokens or 0) + k
-            if prev_t is None:
+            if i == 0:
+                first_t = now
                 truth.ttft_s = now - arrived
                 self.metrics.ttft.labels(**lab).observe(now - arrived)
             else:
@@ -333,8 +327,12 @@ class EmulatorServer:
             if writer.transport.get_write_buffer_size() > 65536:
                 await writer.drain()
         self._kv_tokens -= sent_tokens
+        if sizes:
+            truth.server_ttft_s = first_t - start
+            truth.decoded(prev_t - first_t, sent_tokens)
         if plan.include_usage:
-            writer.write(chunk(usage_event(plan, rid, created, sent_tokens)))
+            metrics = per_request_metrics(truth) if cfg.per_request_metrics else None
+            writer.write(chunk(usage_event(plan, rid, created, sent_tokens, metrics)))
         if fault != "no_done":
             writer.write(chunk(b"data: [DONE]\n\n"))
         writer.write(b"0\r\n\r\n")

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Truth", "prompt_digest", "truth_dict"]
+__all__ = ["Truth", "per_request_metrics", "prompt_digest", "truth_dict"]
 
 
 @dataclass(slots=True)
@@ -20,7 +20,9 @@ class Truth:
     output_tokens: int
     imposed_ttft_s: float
     imposed_itl_s: float
+    #: queued → a ``--max-num-seqs`` slot (vLLM's ``queue_time_ms``)
     queue_s: float = 0.0
+    #: arrival → the first token's event
     ttft_s: float | None = None
     itl_s: list[float] = field(default_factory=list)
     reasoning_tokens: int = 0
@@ -43,6 +45,20 @@ class Truth:
     tool_call_ids: list[str] = field(default_factory=list)
     #: the wrong answers (``--wrong-*`` knobs, ``WRONG_KINDS``) this answer was given; [] when it is right
     wrong: list[str] = field(default_factory=list)
+    # The parts vLLM's per-request metrics name (``--enable-per-request-metrics``), on the same clock as the rest:
+    #: arrival → queued (``--frontend-ms``: the front end, outside the per-request metrics)
+    frontend_s: float = 0.0
+    #: the slot → the first token's event (vLLM's ``time_to_first_token_ms``: prefill); None: no token written
+    server_ttft_s: float | None = None
+    #: the first token's event → the last's (``generation_time_ms``: decode); None: no token written
+    decode_s: float | None = None
+    #: ``decode_s`` / (output tokens − 1) (``mean_itl_ms``); None below two tokens
+    mean_itl_s: float | None = None
+
+    def decoded(self, decode_s: float, tokens: int) -> None:
+        """Set the decode (first → last token) and the mean gap between its ``tokens`` output tokens."""
+        self.decode_s = decode_s
+        self.mean_itl_s = decode_s / (tokens - 1) if tokens > 1 else None
 
 
 def truth_dict(t: Truth) -> dict[str, Any]:
@@ -67,7 +83,29 @@ def truth_dict(t: Truth) -> dict[str, Any]:
         "tool_call_tokens": t.tool_call_tokens,
         "tool_call_ids": t.tool_call_ids,
         "wrong": t.wrong,
+        "frontend_s": t.frontend_s,
+        "server_ttft_s": t.server_ttft_s,
+        "decode_s": t.decode_s,
+        "mean_itl_s": t.mean_itl_s,
     }
+
+
+def per_request_metrics(t: Truth) -> dict[str, float | None]:
+    """The ``metrics`` object vLLM's ``--enable-per-request-metrics`` puts on the final usage chunk, from the truth:
+    milliseconds, a part ``None`` where it is unknown, as vLLM sends them."""
+    inference_s = t.server_ttft_s + t.decode_s if t.server_ttft_s is not None and t.decode_s is not None else None
+    return {
+        "time_to_first_token_ms": _ms(t.server_ttft_s),
+        "generation_time_ms": _ms(t.decode_s),
+        "queue_time_ms": _ms(t.queue_s),
+        "mean_itl_ms": _ms(t.mean_itl_s),
+        "tokens_per_second": t.output_tokens / inference_s if inference_s else None,
+        "speculative_decoding": None,
+    }
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1000
 
 
 def prompt_digest(body: dict[str, Any]) -> str:
