@@ -41,7 +41,7 @@ from ._payloads import (
 )
 from ._prefix_cache import PrefixCache
 from ._tools import ToolCall, ToolRequestError, tool_delta, tool_mode
-from ._truth import Truth, per_request_metrics, prompt_digest, truth_dict
+from ._truth import Truth, per_request_metrics, prompt_digest, trace_id_of, truth_dict
 
 __all__ = ["TRUTHS_KEPT", "EmulatorServer"]
 
@@ -162,6 +162,7 @@ class EmulatorServer:
             reasoning_tokens=reasoning_tokens,
             prompt_sha=prompt_digest(body),
             wrong=sorted(answered.wrong),
+            trace_id=trace_id_of(req.headers.get("traceparent")),
         )
         stream = bool(body.get("stream"))
         opts = body.get("stream_options") or {}

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Truth", "per_request_metrics", "prompt_digest", "truth_dict"]
+__all__ = ["Truth", "per_request_metrics", "prompt_digest", "trace_id_of", "truth_dict"]
 
 
 @dataclass(slots=True)
@@ -45,6 +45,8 @@ class Truth:
     tool_call_ids: list[str] = field(default_factory=list)
     #: the wrong answers (``--wrong-*`` knobs, ``WRONG_KINDS``) this answer was given; [] when it is right
     wrong: list[str] = field(default_factory=list)
+    #: the trace id of the request's W3C ``traceparent`` header; "" when it sent none (or not a valid one)
+    trace_id: str = ""
     # The parts vLLM's per-request metrics name (``--enable-per-request-metrics``), on the same clock as the rest:
     #: arrival → queued (``--frontend-ms``: the front end, outside the per-request metrics)
     frontend_s: float = 0.0
@@ -83,6 +85,7 @@ def truth_dict(t: Truth) -> dict[str, Any]:
         "tool_call_tokens": t.tool_call_tokens,
         "tool_call_ids": t.tool_call_ids,
         "wrong": t.wrong,
+        "trace_id": t.trace_id,
         "frontend_s": t.frontend_s,
         "server_ttft_s": t.server_ttft_s,
         "decode_s": t.decode_s,
@@ -102,6 +105,15 @@ def per_request_metrics(t: Truth) -> dict[str, float | None]:
         "tokens_per_second": t.output_tokens / inference_s if inference_s else None,
         "speculative_decoding": None,
     }
+
+
+def trace_id_of(traceparent: str | None) -> str:
+    """The trace id of a W3C ``traceparent`` header (``00-<32 hex>-<16 hex>-<2 hex>``), or "" when it is not one."""
+    parts = (traceparent or "").strip().split("-")
+    if len(parts) != 4 or len(parts[1]) != 32 or len(parts[2]) != 16:
+        return ""
+    trace = parts[1].lower()
+    return trace if all(c in "0123456789abcdef" for c in trace) and trace.strip("0") else ""
 
 
 def _ms(seconds: float | None) -> float | None:
