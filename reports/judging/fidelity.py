@@ -22,6 +22,9 @@ The run's timing is *trustworthy* when
 
 Runs recorded before these were measured are *not measured*: trustworthy, and the reason says so.
 
+Where records carry the server's own timing, the reason goes on with the *second clock*
+(:mod:`.second_clock`): the overhead and ITL residual distributions, and whether they agree with the flags.
+
 ``limited_by`` names what held the load generators back, per generator, in words a user acts on.
 A cause is named when its mean over the run passes its threshold, or, on a run whose timing is not
 trustworthy, when its worst second does:
@@ -44,6 +47,7 @@ import numpy as np
 import pandas as pd
 
 from reports.judging.formats import ms
+from reports.judging.second_clock import second_clock
 from workloads.rundir import (
     FIDELITY_MAX_LATE_SHARE,
     FIDELITY_MAX_LOOP_LAG_P99_MS,
@@ -92,6 +96,9 @@ class Fidelity:
     #: streams with more than half of their gaps after a late event; their share of ttft_records
     read_at_once: int = 0
     read_at_once_share: float | None = None
+    #: the residuals between the client's and the server's timing (:mod:`.second_clock`); None: no record has
+    #: the server's timing
+    second_clock: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON object (``summary.json``'s ``timing_fidelity``)."""
@@ -156,6 +163,10 @@ def evaluate_fidelity(requests: pd.DataFrame, load: list[LoadSample], mask: np.n
         read_at_once_share=at_once_share,
     )
     fid.reason = _reason(fid, worst_loop_lag, loop_ok)
+    clock = second_clock(requests, sel)
+    if clock is not None:  # the server's clock beside the late-read counts, and whether the two agree
+        fid.second_clock = clock.as_dict()
+        fid.reason += f"; {clock.sentence}"
     return fid
 
 
