@@ -25,7 +25,7 @@ from reports.judging.slo_spec import (
 )
 from workloads.rundir import ItlHistogram
 
-__all__ = ["SloResult", "evaluate", "goodput", "judged_mask", "per_request_spec", "stat_of"]
+__all__ = ["SloResult", "evaluate", "goodput", "judged_mask", "latency_column", "per_request_spec", "stat_of"]
 
 
 @dataclass
@@ -62,6 +62,14 @@ def judged_mask(run: RunData, spec: SloSpec) -> np.ndarray:
         start = run.meta.started_epoch_s or float(df["start_epoch_s"].min())
         mask &= (df["start_epoch_s"] >= start + spec.warmup_s).to_numpy()
     return mask
+
+
+def latency_column(run: RunData, metric: str) -> str:
+    """The column a latency SLO on ``metric`` reads (``"itl"``: the run's gaps, :meth:`RunData.itl_values`): the
+    client's record, or on a run judged on the server's timing (``--timing-source``, a view that names its own
+    ``server_columns``) the server's figure where the server times it."""
+    columns: dict[str, str] = getattr(run, "server_columns", None) or {}
+    return columns.get(metric, LATENCY_METRICS[metric])
 
 
 def stat_of(values: np.ndarray | ItlHistogram, stat: str) -> float | None:
@@ -169,10 +177,9 @@ def evaluate(run: RunData, spec: SloSpec, within: np.ndarray | None = None, targ
             measured, note = _quality.measure_quality(run, t.metric, scope_mask & ok_all)
         elif t.metric in LATENCY_METRICS:
             ok_mask = scope_mask & ok_all
+            column = latency_column(run, t.metric)
             values: np.ndarray | ItlHistogram = (
-                run.itl_values(ok_mask)
-                if LATENCY_METRICS[t.metric] == "itl"
-                else selected(df, LATENCY_METRICS[t.metric], ok_mask)
+                run.itl_values(ok_mask) if column == "itl" else selected(df, column, ok_mask)
             )
             seconds = stat_of(values, t.stat)
             measured = None if seconds is None else seconds * 1000
@@ -222,7 +229,7 @@ def goodput(run: RunData, spec: SloSpec, mask: np.ndarray) -> float:
     for t in spec.targets:
         if t.metric not in ("ttft_ms", "e2e_ms", "tpot_ms", "tool_call_ms"):
             continue
-        col = LATENCY_METRICS[t.metric]
+        col = latency_column(run, t.metric)
         values = np.multiply(df[col].to_numpy(dtype=float, na_value=np.nan), 1000)
         applies = np.ones(len(df), dtype=bool) if t.scope in ("*", "run") else (df["workload"] == t.scope).to_numpy()
         if t.metric == "tool_call_ms":
