@@ -26,6 +26,7 @@ from workloads.rundir import (
     LoadSample,
     RunMeta,
     frame_from_rows,
+    join_spans,
     read_load,
     read_requests_frame,
     read_run_meta,
@@ -63,6 +64,7 @@ def load_run(run_dir: Path) -> RunData:
                                 f"{REQUESTS_FILE} or {RUN_FILE})")  # fmt: skip
     meta = read_run_meta(run_dir) or RunMeta(status="unknown")
     requests, itl = read_requests_frame(run_dir)
+    join_spans(requests, run_dir)  # the server's own spans (--otlp-port), by trace id
     data = RunData(path=run_dir, meta=meta, requests=requests, itl=itl)
     data.gpu, data.gpu_gaps = read_samples(run_dir / GPU_FILE)
     data.server, data.server_gaps = read_samples(run_dir / SERVER_FILE)

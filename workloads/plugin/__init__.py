@@ -7,8 +7,8 @@ Grouped by concern:
   code; :func:`install`), ``context`` (per-process run state: records, live rates, ``run.json``),
   ``shipping`` (workers' records to the master), ``master_watch`` (no load without its master: workers stop
   when it dies), ``interrupts`` (a signal before the planned end makes the run incomplete), ``monitoring``
-  (the monitor process, ``load.jsonl``, lost workers), ``rates``, ``gc``, and ``locust_compat`` (the one
-  place that touches Locust's internals).
+  (the monitor process, ``load.jsonl``, lost workers), ``otlp`` (the server's spans, ``--otlp-port``),
+  ``rates``, ``gc``, and ``locust_compat`` (the one place that touches Locust's internals).
 * :mod:`.users` — ``LlmUser``, a user class per traffic model, and the one ``send`` path.
 * :mod:`.shapes` — step shape and open-loop arrivals (``steps``), SLO capacity search, load sweep, their
   per-level judging (``levels``), soak snapshots.

@@ -41,6 +41,7 @@ from .meta import (
     RUN_SCHEMA_VERSION,
     SEGMENTS_DIR,
     SERVER_FILE,
+    SPANS_FILE,
     SUMMARY_FILE,
     SUMMARY_SCHEMA_VERSION,
     CapacityResult,
@@ -85,6 +86,7 @@ if TYPE_CHECKING:
     from .frame import FRAME_COLUMNS, ItlHistogram, ItlSource, frame_from_rows, read_requests_frame
     from .reading import export_jsonl, iter_batches, read_records
     from .segments import compact_segments
+    from .span_join import join_spans
     from .writer import SegmentWriter
 
 # Arrow/Parquet and pandas load only when a name that needs them is used (PEP 562): the monitor
@@ -93,6 +95,7 @@ _LAZY = {
     "FRAME_COLUMNS": "frame", "ItlHistogram": "frame", "ItlSource": "frame", "frame_from_rows": "frame",
     "read_requests_frame": "frame", "export_jsonl": "reading", "iter_batches": "reading",
     "read_records": "reading", "compact_segments": "segments", "SegmentWriter": "writer",
+    "join_spans": "span_join",
 }  # fmt: skip
 
 
@@ -129,6 +132,7 @@ __all__ = [
     "RUN_SCHEMA_VERSION",
     "SEGMENTS_DIR",
     "SERVER_FILE",
+    "SPANS_FILE",
     "SUMMARY_FILE",
     "SUMMARY_SCHEMA_VERSION",
     "SWEEP_FILE",
@@ -159,6 +163,7 @@ __all__ = [
     "export_jsonl",
     "frame_from_rows",
     "iter_batches",
+    "join_spans",
     "read_capacity",
     "read_load",
     "read_probes",

@@ -37,6 +37,7 @@ __all__ = [
     "RUN_SCHEMA_VERSION",
     "SEGMENTS_DIR",
     "SERVER_FILE",
+    "SPANS_FILE",
     "SUMMARY_FILE",
     "SUMMARY_SCHEMA_VERSION",
     "CapacityResult",
@@ -63,6 +64,7 @@ RUN_FILE = "run.json"  # RunMeta
 LOAD_FILE = "load.jsonl"  # LoadSample per line
 GPU_FILE = "gpu.jsonl"  # GpuSample / MonitorGap per line (samples.py)
 SERVER_FILE = "server.jsonl"  # ServerSample / MonitorGap per line (samples.py)
+SPANS_FILE = "spans.jsonl"  # ServerSpan per line (spans.py): the server's own llm_request spans (--otlp-port)
 CAPACITY_FILE = "capacity.json"  # CapacityResult (capacity-search runs only)
 SUMMARY_FILE = "summary.json"  # written by reports
 REPORT_FILE = "report.html"

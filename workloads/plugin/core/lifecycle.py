@@ -26,7 +26,7 @@ from ..quality import probes
 from ..shapes import soak
 from ..users.workload import WorkloadUser, run_targets
 from ..web.webui import extend_web_ui
-from . import locust_compat, master_watch, shipping, write_faults
+from . import locust_compat, master_watch, otlp, server_timing, shipping, write_faults
 from .checks import (
     check_run_root,
     load_slo_spec_or_exit,
@@ -119,6 +119,7 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
     ctx.key_host = environment.host
     environment.events.quit.add_listener(lambda **_kw: _print_closing(ctx))  # after Locust's error report
     _start_exporter(environment, ctx)
+    otlp.start(environment, ctx)  # the server's spans (--otlp-port): each run's own file
     if environment.web_ui is not None:
         extend_web_ui(environment)
 
@@ -248,9 +249,11 @@ def _build_outputs(environment: Environment, ctx: RunContext) -> None:
     if ctx.run_dir is None or ctx.report_built:
         return
     ctx.report_built = True
+    otlp.await_last_spans(environment, ctx.writer.count if ctx.writer else 0)  # vLLM sends its spans every 5 s
     if ctx.snapshots is not None:
         ctx.snapshots.stop()  # a snapshot finishing later would overwrite the final report
     ctx.flush()
+    server_timing.say_at_end(ctx)  # every record is in: a run whose server sent no timing of its own says so
     try:
         result = build_report(ctx.run_dir, ctx.slo_spec)
     except write_faults.WriteFailed:
@@ -344,11 +347,8 @@ def _on_quitting(environment: Environment, **_kw: Any) -> None:
             write_faults.end_run(environment, ctx, write_end, _build_outputs)
         if not ctx.records_said:  # Locust may fire "quitting" twice (a signal, then the end of main)
             ctx.records_said = True
-            log.info(
-                "tokenstorm: %d request records in %s",
-                ctx.writer.count if ctx.writer else 0,
-                ctx.writer.location if ctx.writer else ctx.run_dir,
-            )
+            count, where = (ctx.writer.count, ctx.writer.location) if ctx.writer else (0, ctx.run_dir)
+            log.info("tokenstorm: %d request records in %s", count, where)
     master_watch.save_unsent_records(environment)
     stop_monitor(ctx)
     if ctx.snapshots is not None:
