@@ -60,11 +60,20 @@ def vllm_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
     yield from serve_vllm(request.getfixturevalue("tiny_model"), tmp_path_factory, *TOOL_FLAGS)
 
 
-def serve_vllm(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory, *flags: str) -> Iterator[str]:
-    """Start ``vllm serve`` on the tiny model (as "tiny") with ``flags``, yield its URL, stop it."""
+def serve_vllm(
+    tiny_model: Path, tmp_path_factory: pytest.TempPathFactory, *flags: str, env_more: dict[str, str] | None = None
+) -> Iterator[str]:
+    """Start ``vllm serve`` on the tiny model (as "tiny") with ``flags`` (and ``env_more`` in its environment),
+    yield its URL, stop it."""
     port = free_port()
     log_path = tmp_path_factory.mktemp("vllm-log") / "server.log"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        **(env_more or {}),
+    }
     cmd = [
         str(VLLM_PYTHON),
         "-m",
