@@ -12,7 +12,7 @@ from typing import Any
 import jinja2
 
 from reports.compare.headline import errors_cell, headline_rows, sentences, status_line
-from reports.compare.model import SECTIONS, fmt_delta, fmt_value
+from reports.compare.model import SECTION_TITLES, SECTIONS, fmt_delta, fmt_value
 
 __all__ = ["render_comparison"]
 
@@ -59,7 +59,8 @@ def render_comparison(comparison: Any) -> str:
     for name in SECTIONS:
         rows = [r for r in comparison.rows if r["section"] == name]
         if rows:
-            sections.append({"id": name, "title": name.capitalize(), "rows": _table_rows(rows)})
+            title = SECTION_TITLES.get(name, name).capitalize()
+            sections.append({"id": name, "title": title, "rows": _table_rows(rows)})
     against = {
         i: comparison.labels[ref]
         for i, ref in enumerate(comparison.refs)

@@ -18,6 +18,7 @@ __all__ = [
     "CLOSED_LOOP",
     "RATES",
     "SECTIONS",
+    "SECTION_TITLES",
     "CompareInputError",
     "ComparedRun",
     "column_label",
@@ -79,7 +80,9 @@ class ComparedRun:
 
 
 #: the sections of the figures' tables, in order
-SECTIONS = ("latency", "throughput", "errors", "cost", "agent", "cache", "quality")
+SECTIONS = ("latency", "server", "throughput", "errors", "cost", "agent", "cache", "quality")
+#: a section's title where it is not its name
+SECTION_TITLES = {"server": "where the time went (the server's timing)"}
 #: shares (0..1): shown in percent, compared in percentage points
 RATES = ("error_rate", "prefix_cache_hit_rate", "prefix_cache_hit_rate_server", "quality_pass_rate", "needle_pass_rate",
          "consistency_changed_share")  # fmt: skip
@@ -124,6 +127,11 @@ _COUNTS = (
     (("needle_pass_rate",), "needle_checked", "needles checked"),
     (("consistency_changed_share",), "consistency_compared", "probes compared"),
     (("error_rate",), "attempts", "requests"),
+    (
+        ("_overhead_ms", "_server_queue_ms", "_server_ttft_ms", "_server_decode_ms", "_server_itl_ms"),
+        "server_timed_requests",
+        "server-timed requests",
+    ),
 )
 
 

@@ -42,6 +42,11 @@ COMPARED_METRICS: tuple[tuple[str, str, str, bool | None], ...] = (
     *((f"{stat}_{stem}_ms", f"{name} {label} ms", "latency", False)
       for stem, name in (("ttft", "TTFT"), ("itl", "ITL"), ("tpot", "TPOT"), ("e2el", "E2E"))
       for stat, label in (("mean", "mean"), ("median", "p50"), ("p95", "p95"), ("p99", "p99"))),
+    # where the time went: explains TTFT and E2E (whose deltas are the regressions), never a regression itself
+    *((f"{stat}_{stem}_ms", f"{name} {label} ms", "server", None)
+      for stem, name in (("overhead", "overhead"), ("server_queue", "queue"), ("server_ttft", "server TTFT (prefill)"),
+                         ("server_decode", "decode"), ("server_itl", "server ITL"))
+      for stat, label in (("mean", "mean"), ("median", "p50"), ("p95", "p95"), ("p99", "p99"))),
     ("request_throughput", "requests/s", "throughput", True),
     ("output_throughput", "output tok/s", "throughput", True),
     ("total_token_throughput", "total tok/s", "throughput", True),

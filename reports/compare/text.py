@@ -13,7 +13,7 @@ import textwrap
 from typing import Any
 
 from reports.compare.headline import errors_cell, headline_rows, sentences, status_line
-from reports.compare.model import SECTIONS, fmt_delta, fmt_value
+from reports.compare.model import SECTION_TITLES, SECTIONS, fmt_delta, fmt_value
 
 __all__ = ["WIDTH", "comparison_text", "fit"]
 
@@ -147,7 +147,8 @@ def _details(c: Any) -> list[str]:
     for section in SECTIONS:
         rows = [r for r in c.rows if r["section"] == section]
         if rows:
-            out += ["", *_table(section.upper(), c.labels, _figure_rows(rows, scoped=True))]
+            title = SECTION_TITLES.get(section, section).upper()
+            out += ["", *_table(title, c.labels, _figure_rows(rows, scoped=True))]
     return out
 
 

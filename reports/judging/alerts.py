@@ -55,7 +55,9 @@ def _expr(t: SloTarget, spec: SloSpec, window: str) -> tuple[str, str] | str:
     by = "workload" if t.scope == "*" else ""
     group = f" by ({by})" if by else ""
     if t.metric in LATENCY_METRICS:
-        hist = SLO_HISTOGRAMS[t.metric]
+        hist = SLO_HISTOGRAMS.get(t.metric)
+        if hist is None:  # the server's own timing of each request: in the records, not in a live series
+            return f"{t.metric} is not a client-side series (the report judges it)"
         sel = _selector(t)
         if t.stat == "max":
             return "a maximum cannot be read from a histogram (the report judges it)"

@@ -18,7 +18,9 @@ from reports.judging.quality import CONSISTENCY_METRIC, is_quality_metric
 from reports.judging.slo_spec import (
     GPU_SAMPLED_METRICS,
     LATENCY_METRICS,
+    NO_SERVER_TIMING,
     NOT_JUDGED_NO_GPU,
+    SERVER_TIMING_METRICS,
     SESSION_METRICS,
     SloSpec,
     SloTarget,
@@ -185,6 +187,7 @@ def evaluate(run: RunData, spec: SloSpec, within: np.ndarray | None = None, targ
             measured = None if seconds is None else seconds * 1000
             if measured is None:
                 note = "no tool calls to measure" if t.metric == "tool_call_ms" else "no successful requests to measure"
+                note = NO_SERVER_TIMING if t.metric in SERVER_TIMING_METRICS and ok_mask.any() else note
         elif t.metric in SESSION_METRICS:
             rows = np.ones(len(df), dtype=bool) if within is None else within.copy()
             if t.scope != "run":

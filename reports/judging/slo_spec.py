@@ -10,6 +10,8 @@
         itl_ms: {p99: 150}
         tpot_ms: {p50: 60}
         error_rate: {max: 0.01}
+        queue_ms: {p95: 200}        # the server's own timing: queued -> scheduled
+        server_ttft_ms: {p95: 300}  # scheduled -> first token (prefill); overhead_ms: the rest of TTFT
       agent:
         tool_call_ms: {p95: 2000}   # per step: send to the complete tool call (its last argument fragment)
         session_ms: {p95: 60000}    # per completed session: first send to the last token of its last step
@@ -22,7 +24,8 @@
 Latency statistics: p50, p90, p95, p99, p99.9 (or any pNN[.N]), mean, max — computed with
 numpy's linear-interpolation percentile over successful requests, as vLLM's benchmark does
 (``tool_call_ms``: over those that streamed a tool call; ``session_ms``: over completed sessions,
-see ``reports/judging/agent.py``).
+see ``reports/judging/agent.py``; ``queue_ms``, ``server_ttft_ms``, ``overhead_ms``, ``server_itl_ms`` — a
+request's mean gap as the server timed it: over those the server timed, see ``reports/judging/breakdown.py``).
 An invalid file is rejected with ``FILE:LINE: reason`` before any traffic (binary: the first bad byte). The
 reason never quotes the file's text (a file given by mistake, or from the web form, may hold secrets): it
 names what is wrong and, for a misspelt name, the nearest one tokenstorm knows.
@@ -48,7 +51,19 @@ LATENCY_METRICS = {
     "tpot_ms": "tpot_s",
     "e2e_ms": "e2e_s",
     "tool_call_ms": "tool_call_s",
+    "queue_ms": "server_queue_s",
+    "server_ttft_ms": "server_ttft_s",
+    "overhead_ms": "overhead_s",
+    "server_itl_ms": "server_itl_s",
 }
+#: latencies from the server's own timing of each request (reports/judging/breakdown.py): judged over the
+#: successful requests it timed; none timed is no data, and the SLO is not met (as any latency with no sample)
+SERVER_TIMING_METRICS = frozenset({"queue_ms", "server_ttft_ms", "overhead_ms", "server_itl_ms"})
+#: the note of a server-timing SLO with nothing to judge
+NO_SERVER_TIMING = (
+    "no server timing on the successful requests: start vLLM with --enable-per-request-metrics, "
+    "or send its spans to --otlp-port"
+)
 #: latencies of a whole session (many requests): judged on the run, never on a slice of it
 SESSION_METRICS = {"session_ms"}
 RATE_METRICS = {"output_tokens_per_s_per_gpu", "output_tokens_per_s", "requests_per_s", "goodput_requests_per_s"}
@@ -203,7 +218,9 @@ def _parse_slos(node: yaml.Node, err: Any) -> list[SloTarget]:
                     raise err(metric_node, why)
                 allowed = "min"
             else:
-                names = [*LATENCY_METRICS, *SESSION_METRICS, *_MAX_ONLY, *sorted(RATE_METRICS)]
+                client = [m for m in LATENCY_METRICS if m not in SERVER_TIMING_METRICS]
+                server = [m for m in LATENCY_METRICS if m in SERVER_TIMING_METRICS]
+                names = [*client, *SESSION_METRICS, *server, *_MAX_ONLY, *sorted(RATE_METRICS)]
                 raise err(
                     metric_node, f"unknown metric{_nearest(metric, names)} (known: {', '.join(names)}, {_QUALITY})"
                 )

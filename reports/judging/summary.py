@@ -15,22 +15,22 @@ import numpy as np
 import pandas as pd
 
 from reports.data.cache import chosen_rate, records_cache, server_cache
-from reports.data.columns import dropped_nan, masked_sum, selected, workloads_in
+from reports.data.columns import masked_sum, selected, workloads_in
 from reports.data.rundir import RunData
 from reports.judging.agent import has_agent_records, sessions, tool_call_counts, tool_call_latencies
+from reports.judging.breakdown import breakdown_figures
 from reports.judging.fidelity import UNTRUSTED, Fidelity, evaluate_fidelity
 from reports.judging.figures import accounting, achieved_concurrency, length_figures
 from reports.judging.quality import consistency_block, quality_summary
 from reports.judging.slo import SloResult, goodput, gpu_count, judged_mask, run_window_s
 from reports.judging.slo import gpu_cost_per_hour as run_gpu_cost
 from reports.judging.slo_spec import SloSpec
+from reports.judging.stats import PERCENTILES, metric_block
 from reports.judging.targets import compare_targets, evaluate_each_target, target_labels, target_mask
 from reports.judging.verdict_words import default_check_sentence, is_default_spec, slo_sentence
-from workloads.rundir import ItlHistogram
 
 __all__ = ["PERCENTILES", "RunSummary", "summarize"]
 
-PERCENTILES = (50, 90, 95, 99)
 _METRICS = (("ttft", "ttft_s"), ("itl", "itl"), ("tpot", "tpot_s"), ("e2el", "e2e_s"))
 
 
@@ -111,49 +111,6 @@ def timing_violations(run: RunData) -> int:
     return 0 if col is None else int(col.notna().sum())
 
 
-def _metric_block(values_s: np.ndarray | ItlHistogram, name: str) -> dict[str, float | None]:
-    if isinstance(values_s, ItlHistogram):
-        return _histogram_block(values_s, name)
-    values = dropped_nan(values_s)
-    if values.size == 0:
-        return {f"mean_{name}_ms": None, f"median_{name}_ms": None, f"std_{name}_ms": None,
-                **{f"p{p}_{name}_ms": None for p in PERCENTILES}, f"max_{name}_ms": None}  # fmt: skip
-    # One pass for every percentile: ITL arrays can hold tens of millions of gaps.
-    mean, top = values.mean(dtype=np.float64), values.max()
-    std = _std(values, float(mean))
-    # ``values`` is a copy of the rows (``selected``): sorted in place rather than copied once more.
-    qs = np.percentile(values, [50, *PERCENTILES], overwrite_input=True) * 1000
-    return {
-        f"mean_{name}_ms": float(mean * 1000),
-        f"median_{name}_ms": float(qs[0]),
-        f"std_{name}_ms": float(std * 1000),
-        **{f"p{p}_{name}_ms": float(q) for p, q in zip(PERCENTILES, qs[1:], strict=True)},
-        f"max_{name}_ms": float(top * 1000),
-    }
-
-
-def _std(values: np.ndarray, mean: float) -> float:
-    """``numpy.std`` in slices: its whole-array temporary is 8 bytes a request."""
-    total = 0.0
-    for i in range(0, values.size, 1 << 20):
-        d = values[i : i + (1 << 20)] - mean
-        total += float(np.dot(d, d))
-    return float(np.sqrt(total / values.size))
-
-
-def _histogram_block(hist: ItlHistogram, name: str) -> dict[str, float | None]:
-    if hist.size == 0:
-        return _metric_block(np.empty(0), name)
-    qs = hist.percentiles([50, *PERCENTILES]) * 1000
-    return {
-        f"mean_{name}_ms": hist.mean() * 1000,
-        f"median_{name}_ms": float(qs[0]),
-        f"std_{name}_ms": hist.std() * 1000,
-        **{f"p{p}_{name}_ms": float(q) for p, q in zip(PERCENTILES, qs[1:], strict=True)},
-        f"max_{name}_ms": hist.max() * 1000,
-    }
-
-
 def _block(run: RunData, spec: SloSpec, mask: np.ndarray, gpus: int, price: float | None = None,
            scope: np.ndarray | None = None, agent: bool = False) -> dict[str, Any]:  # fmt: skip
     """One scope's figures: ``mask`` its judged rows, ``scope`` all its rows (None: the whole run);
@@ -195,17 +152,18 @@ def _block(run: RunData, spec: SloSpec, mask: np.ndarray, gpus: int, price: floa
         block["max_send_lag_ms"] = float(lags.max() * 1000)
     for name, col in _METRICS:
         values = run.itl_values(ok) if col == "itl" else selected(df, col, ok)
-        block.update(_metric_block(values, name))
+        block.update(metric_block(values, name))
+    block.update(breakdown_figures(run, ok))  # where the time went: absent when the server timed nothing
     block.update(records_cache(run, ok))
     block["prefix_cache_hit_rate"], block["prefix_cache_hit_rate_source"] = chosen_rate(block)
     if agent:
         found = sessions(run, mask, scope)
         block.update(found.counts())
-        block.update(_metric_block(found.latency_s, "session"))
-        block.update(_metric_block(found.waiting_s, "session_wait"))
+        block.update(metric_block(found.latency_s, "session"))
+        block.update(metric_block(found.waiting_s, "session_wait"))
         block.update(tool_call_counts(run, ok))
         for name, values in tool_call_latencies(run, ok).items():
-            block.update(_metric_block(values, name))
+            block.update(metric_block(values, name))
     return block
 
 

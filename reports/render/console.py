@@ -15,7 +15,7 @@ from typing import Any
 from reports.judging.summary import RunSummary
 from reports.sections.headline import accounting_text
 
-__all__ = ["WIDTH_CHARS", "consistency_line", "console_block", "fit", "quality_line"]
+__all__ = ["WIDTH_CHARS", "consistency_line", "console_block", "fit", "quality_line", "time_split_lines"]
 
 #: the widest line of the block (a 100-column terminal shows each on one line)
 WIDTH_CHARS = 100
@@ -151,6 +151,29 @@ def consistency_line(summary: RunSummary) -> str | None:
     return f"consistency: {consistency['changed']} of {consistency['compared']} probe answers changed under load"
 
 
+def _time_split(block: dict[str, Any], where: str) -> str | None:
+    """``where TTFT went (mean ms): overhead 3.1 + queue 12.0 + prefill 8.2 = 23.3; 99.8% server-timed``: the
+    means that add up, over the requests the server timed (reports/judging/breakdown.py); None: it timed none."""
+    if not block.get("server_timed_requests"):
+        return None
+    parts = " + ".join(
+        f"{name} {block.get(f'mean_{key}_ms') or 0.0:,.1f}"
+        for name, key in (("overhead", "overhead"), ("queue", "server_queue"), ("prefill", "server_ttft"))
+    )
+    share = block.get("server_timing_share") or 0.0
+    said = "100%" if share == 1 else f"{share:.1%}"
+    total = block.get("mean_ttft_server_timed_ms") or 0.0
+    return f"where TTFT went{where} (mean ms): {parts} = {total:,.1f}; {said} server-timed"
+
+
+def time_split_lines(summary: RunSummary) -> list[str]:
+    """Where the client's TTFT went, one line (an A/B run: one per target, never pooled); none when the
+    server timed no request."""
+    targets = (summary.targets or {}).get("targets") or {}
+    found = [_time_split(b, f" on {label}") for label, b in targets.items()] or [_time_split(summary.overall, "")]
+    return [line for line in found if line is not None]
+
+
 def fit(line: str) -> list[str]:
     """``line`` as lines of at most ``WIDTH_CHARS``: wrapped at its spaces, the continuation indented."""
     if len(line) <= WIDTH_CHARS:
@@ -182,6 +205,7 @@ def console_block(summary: RunSummary) -> list[str]:
         f"rates over the measured window, {overall.get('duration', 0.0):,.1f} s: the first judged "
         "request's start to the last one's end"
     )
+    lines += time_split_lines(summary)
     lines += _agent_lines(summary)
     lines += [line for line in (quality_line(summary), consistency_line(summary)) if line is not None]
     if (cost := _cost_line(summary)) is not None:

@@ -24,6 +24,7 @@ from reports.render.charts import page_json, script_assets
 from reports.render.distributions import distribution_charts
 from reports.render.timeseries import timeseries_charts
 from reports.sections.agent import agent_view, cache_rows
+from reports.sections.breakdown.view import breakdown_view
 from reports.sections.header import deployment_views, gpu_lines, report_title, target_names
 from reports.sections.headline import (
     HEADLINE_LATENCIES,
@@ -44,7 +45,7 @@ _HERE = Path(__file__).resolve().parent
 _ENV = jinja2.Environment(
     # each section's template part lives beside its view (reports/sections/NAME/)
     loader=jinja2.FileSystemLoader(
-        [str(_HERE), str(_HERE.parent / "sections" / "quality"), str(_HERE.parent / "sections" / "sweep")]
+        [str(_HERE), *(str(_HERE.parent / "sections" / name) for name in ("quality", "sweep", "breakdown"))]
     ),
     autoescape=True,  # server messages, model names and options are untrusted text
     undefined=jinja2.StrictUndefined,
@@ -104,7 +105,11 @@ def render_report(run: RunData, spec: SloSpec, summary: RunSummary) -> str:
     title = verdict_title(summary.verdict, default_check=summary.default_check, **levels)
     agent = agent_view(run, summary, mask, t0)
     quality = quality_view(run, spec, summary, mask, t0)
+    sweep = sweep_view(run, spec)
+    capacity = capacity_view(run, spec) if summary.capacity is not None else None
+    breakdown = breakdown_view(run, summary, mask, t0, sweep, capacity)
     sections = (agent.over_time if agent else []) + (quality.over_time if quality else [])
+    sections += breakdown.over_time if breakdown else []
     return _ENV.get_template("report.html.j2").render(
         title=report_title(meta, run.path.name),
         simulated=bool(meta.simulated),
@@ -140,8 +145,9 @@ def render_report(run: RunData, spec: SloSpec, summary: RunSummary) -> str:
         fidelity=summary.fidelity,
         fidelity_rows=_fidelity_rows(summary),
         timing_violations=timing_violations(run),
-        sweep=sweep_view(run, spec),
-        capacity=capacity_view(run, spec) if summary.capacity is not None else None,
+        sweep=sweep,
+        capacity=capacity,
+        breakdown=breakdown,
         compared=_compared_rows(summary),
         agent=agent,
         cache_rows=cache_rows(summary),

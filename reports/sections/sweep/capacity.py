@@ -22,7 +22,7 @@ from reports.judging.slo_spec import SloSpec
 from reports.sections.sweep.model import percentiles_ms
 from workloads.rundir import SWEEP_MIN_REQUESTS, CapacityResult, CapacityStep, read_capacity, read_load
 
-__all__ = ["CapacityRow", "CapacityView", "capacity_block", "capacity_verdict", "capacity_view"]
+__all__ = ["CapacityRow", "CapacityView", "capacity_block", "capacity_verdict", "capacity_view", "step_windows"]
 
 log = logging.getLogger("tokenstorm")
 
@@ -62,7 +62,7 @@ def capacity_view(run: RunData, spec: SloSpec) -> CapacityView | None:
     result = _read(run)
     if result is None or not result.steps:
         return None
-    windows = _step_windows(run, result)
+    windows = step_windows(run, result)
     targets = per_request_spec(spec).targets
     rows = []
     for step in result.steps:
@@ -79,7 +79,7 @@ def capacity_view(run: RunData, spec: SloSpec) -> CapacityView | None:
     return CapacityView(result, rows)
 
 
-def _step_windows(run: RunData, result: CapacityResult) -> dict[int, tuple[float, float]]:
+def step_windows(run: RunData, result: CapacityResult) -> dict[int, tuple[float, float]]:
     """users -> the epoch seconds of the step's second half: the steps follow one another every
     ``--capacity-step-time`` from the run's start (``load.jsonl``'s users over time when that is unknown)."""
     step_s, t0 = run.meta.option("capacity_step_time"), run.meta.started_epoch_s

@@ -1,0 +1,1 @@
+"""The "Where the time went" section: its view, figure and template part."""

@@ -1,0 +1,58 @@
+"""The "Where the time went" figure: per scope (or sweep level, capacity step) one bar of the client's mean TTFT
+and one of its mean E2E, each stacked from the parts that add up to it over the same requests — overhead, queue,
+prefill, then decode and the tail (:class:`~reports.judging.breakdown.Split`). A part is labelled in its segment
+where the segment is wide enough; the bar's total is written after it."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.patches import Patch
+
+from reports.judging.breakdown import Split
+from reports.judging.formats import ms
+from reports.render.plots import _STYLE, MIN_FONT_PT, figure_png, new_figure
+
+__all__ = ["PART_COLOURS", "split_png"]
+
+#: overhead, queue, prefill, decode, tail — the table's swatches use the same colours
+PART_COLOURS = ("#8c8c8c", "#d95f02", "#1b9e77", "#7570b3", "#e7c14a")
+_NAMES = ("overhead", "queue", "prefill", "decode", "tail")
+
+
+def _bars(ax: Axes, labels: list[str], parts: list[tuple[float, ...] | None], totals: list[float | None]) -> None:
+    """Horizontal stacked bars, the first label on top; a row without parts is left empty and says so."""
+    y = np.arange(len(labels))[::-1]
+    top = max((t for t in totals if t is not None), default=1.0) or 1.0
+    for pos, stack, total in zip(y, parts, totals, strict=True):
+        if stack is None or total is None:
+            ax.text(0, pos, "  no server timing of the decode", va="center", fontsize=MIN_FONT_PT, color="#556")
+            continue
+        left = 0.0
+        for i, width in enumerate(stack):
+            ax.barh(pos, width, left=left, color=PART_COLOURS[i], height=0.62, edgecolor="white")
+            if abs(width) >= 0.09 * top:
+                ax.text(left + width / 2, pos, ms(width), ha="center", va="center", fontsize=MIN_FONT_PT)
+            left += width
+        ax.text(max(left, 0.0) + 0.01 * top, pos, f"{ms(total)} ms", va="center", fontsize=MIN_FONT_PT)
+    ax.set_yticks(y, labels)
+    lowest = min((float(np.cumsum(s).min()) for s in parts if s), default=0.0)  # a negative tail or overhead
+    ax.set_xlim(min(0.0, lowest), top * 1.16)
+    ax.set_xlabel("mean over the requests the server timed (ms)")
+    ax.grid(axis="y", visible=False)
+
+
+def split_png(labels: list[str], splits: list[Split]) -> str:
+    """Two panels, TTFT (overhead, queue, prefill) and E2E (and decode, tail), one row per ``labels``."""
+    height = 1.6 + 0.42 * len(labels)
+    fig, axes = new_figure(1, 2, height)
+    with plt.rc_context(_STYLE):
+        ttft_ax, e2e_ax = axes[0]
+        _bars(ttft_ax, labels, [s.ttft_parts_ms for s in splits], [s.ttft_ms for s in splits])
+        ttft_ax.set_title("TTFT = overhead + queue + prefill")
+        _bars(e2e_ax, labels, [s.e2e_parts_ms for s in splits], [s.e2e_ms for s in splits])
+        e2e_ax.set_title("E2E = TTFT's parts + decode + tail")
+        handles = [Patch(color=c, label=n) for c, n in zip(PART_COLOURS, _NAMES, strict=True)]
+        fig.legend(handles=handles, loc="outside right upper", fontsize=MIN_FONT_PT, frameon=False)
+    return figure_png(fig)
