@@ -83,6 +83,7 @@ def test_monitoring_profile_dashboard_and_rules_fit_the_series_that_exist() -> N
     vllm_text = (ROOT / "tests" / "fixtures" / "vllm" / "metrics_0.32_cpu.txt").read_text()
     known = {
         *series.HISTOGRAMS,
+        *series.SERVER_HISTOGRAMS,
         *(f"{counter}_total" for counter in series.COUNTERS),
         series.USERS,
         series.CLIENT_CPU,
@@ -93,9 +94,22 @@ def test_monitoring_profile_dashboard_and_rules_fit_the_series_that_exist() -> N
     exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
     rules = yaml.safe_load((ROOT / "deploy" / "prometheus" / "rules" / "slo.yml").read_text())
     exprs += [r["expr"] for g in rules["groups"] for r in g["rules"]]
-    used = {re.sub(r"_bucket$", "", n) for e in exprs for n in re.findall(r"\b((?:tokenstorm|vllm:)[a-z0-9_:]*)", e)}
+    used = {
+        re.sub(r"_(bucket|sum|count)$", "", n)
+        for e in exprs
+        for n in re.findall(r"\b((?:tokenstorm|vllm:)[a-z0-9_:]*)", e)
+    }
     assert used and used <= known, used - known
     assert len(dash["panels"]) >= 8
+    # Where the time went: the parts stacked in one panel, and each part (the client's view beside it) in its own.
+    panels = {p["title"]: " ".join(t["expr"] for t in p["targets"]) for p in dash["panels"]}
+    own = [
+        [t for t, e in panels.items() if sum(n in e for n in series.SERVER_HISTOGRAMS) == 1 and part in e]
+        for part in series.SERVER_HISTOGRAMS
+    ]
+    assert all(own), dict(zip(series.SERVER_HISTOGRAMS, own, strict=True))
+    stacked = [t for t, e in panels.items() if sum(n in e for n in series.SERVER_HISTOGRAMS) >= 3]
+    assert stacked, panels
 
 
 def test_committed_alert_rules_are_those_of_the_reference_slo_file() -> None:

@@ -14,9 +14,15 @@ __all__ = [
            "HISTOGRAMS",
            "ITL",
            "OUTPUT_TOKENS",
+           "OVERHEAD",
            "PROMPT_TOKENS",
            "REQUESTS",
            "SEND_LAG",
+           "SERVER_DECODE",
+           "SERVER_HISTOGRAMS",
+           "SERVER_ITL",
+           "SERVER_QUEUE",
+           "SERVER_TTFT",
            "SLO_HISTOGRAMS",
            "TOOL_CALL",
            "TOOL_CALLS",
@@ -34,6 +40,12 @@ E2E = "tokenstorm_e2e_request_latency_seconds"
 SEND_LAG = "tokenstorm_send_lag_seconds"
 TTFT_TOOL = "tokenstorm_time_to_first_tool_call_seconds"
 TOOL_CALL = "tokenstorm_tool_call_seconds"
+#: the server's own timing of each request (vLLM's per-request metrics or its ``llm_request`` span)
+SERVER_QUEUE = "tokenstorm_server_queue_seconds"
+SERVER_TTFT = "tokenstorm_server_time_to_first_token_seconds"
+SERVER_DECODE = "tokenstorm_server_decode_seconds"
+SERVER_ITL = "tokenstorm_server_inter_token_latency_seconds"
+OVERHEAD = "tokenstorm_overhead_seconds"
 #: counters (exposed with ``_total``)
 OUTPUT_TOKENS = "tokenstorm_output_tokens"
 REQUESTS = "tokenstorm_requests"  # labels: workload, outcome (ok, error, cancelled), category
@@ -60,6 +72,17 @@ HISTOGRAMS = {
     SEND_LAG: ("send_lag_s", "Open loop: how late a request was sent against its schedule"),
     TTFT_TOOL: ("ttft_tool_s", "Request sent to the first tool-call delta (the call's id and name)"),
     TOOL_CALL: ("tool_call_s", "Request sent to the complete tool call (its last argument fragment)"),
+}
+#: "Where the time went": histogram -> (RequestRecord field, help); labels: workload, target (the A/B target's
+#: label, empty in a one-target run). The parts add up: overhead + server queue + server TTFT = the client's
+#: TTFT. Server ITL counts each request's mean gap once per gap, so its sum / count is the token-weighted mean,
+#: vLLM's ``vllm:inter_token_latency_seconds`` mean.
+SERVER_HISTOGRAMS = {
+    SERVER_QUEUE: ("server_queue_s", "Time the request waited in the server's queue (queued -> scheduled)"),
+    SERVER_TTFT: ("server_ttft_s", "The server's TTFT: scheduled -> first token (prefill)"),
+    SERVER_DECODE: ("server_decode_s", "The server's decode time: first -> last token"),
+    SERVER_ITL: ("server_itl_s", "The server's mean inter-token gap of each request, counted once per gap"),
+    OVERHEAD: ("overhead_s", "TTFT - server queue - server TTFT: front end, tokenisation, network, client"),
 }
 #: SLO file latency metric -> histogram
 SLO_HISTOGRAMS = {"ttft_ms": TTFT, "itl_ms": ITL, "tpot_ms": TPOT, "e2e_ms": E2E, "tool_call_ms": TOOL_CALL}

@@ -70,3 +70,60 @@ def test_histograms_and_counters_match_numpy_on_the_records() -> None:
     assert got[("tokenstorm_users", ())] == 12
     assert got[("tokenstorm_client_cpu_percent", (("worker", "local"),))] == 37.5
     assert ("tokenstorm_send_lag_seconds_count", (("workload", "chat"),)) not in got  # closed loop: no lag
+
+
+def test_where_the_time_went_per_workload_and_target_adds_up_to_the_clients_ttft() -> None:
+    rng = random.Random(29)
+    records = []
+    for i in range(300):
+        queue, prefill, overhead = rng.expovariate(20), rng.uniform(0.005, 0.05), rng.uniform(-0.0005, 0.02)
+        tokens = rng.randint(1, 80)
+        records.append(
+            {
+                "workload": ("chat", "code")[i % 2],
+                "target": ("a", "b")[i % 3 == 0],
+                "ok": True,
+                "ttft_s": overhead + queue + prefill,
+                "server_queue_s": queue,
+                "server_ttft_s": prefill,
+                "server_decode_s": rng.uniform(0.1, 2.0),
+                "server_itl_s": rng.uniform(0.002, 0.04),
+                "overhead_s": overhead,
+                "output_tokens": tokens,
+            }
+        )
+    records.append({"workload": "chat", "target": "a", "ok": True, "ttft_s": 0.1, "output_tokens": 8})  # no metrics
+    records.append(
+        {"workload": "chat", "target": "a", "ok": False, "error_category": "http_5xx", "server_queue_s": 9.0}
+    )
+    metrics = ClientMetrics()
+    for r in records:
+        metrics.observe(r)
+    got = _scrape(metrics)
+    for workload, target in (("chat", "a"), ("chat", "b"), ("code", "a"), ("code", "b")):
+        ok = [r for r in records if (r["workload"], r["target"], r["ok"]) == (workload, target, True)]
+        timed = [r for r in ok if "server_queue_s" in r]
+        labels = (("target", target), ("workload", workload))
+        for name, field in (
+            ("tokenstorm_server_queue_seconds", "server_queue_s"),
+            ("tokenstorm_server_time_to_first_token_seconds", "server_ttft_s"),
+            ("tokenstorm_server_decode_seconds", "server_decode_s"),
+            ("tokenstorm_overhead_seconds", "overhead_s"),
+        ):
+            arr = np.array([r[field] for r in timed])
+            for bound in LATENCY_BUCKETS_S:
+                assert got[(f"{name}_bucket", (("le", repr(float(bound))), *labels))] == int((arr <= bound).sum())
+            assert got[(f"{name}_count", labels)] == len(arr)
+            assert got[(f"{name}_sum", labels)] == pytest.approx(arr.sum())
+        # The parts' sums add up to the client's TTFT over the same requests.
+        parts = (
+            "tokenstorm_overhead_seconds",
+            "tokenstorm_server_queue_seconds",
+            "tokenstorm_server_time_to_first_token_seconds",
+        )
+        assert sum(got[(f"{p}_sum", labels)] for p in parts) == pytest.approx(sum(r["ttft_s"] for r in timed))
+        # The server's ITL is token-weighted: its mean is vLLM's inter-token mean over the same gaps.
+        gaps = [(r["server_itl_s"], r["output_tokens"] - 1) for r in timed if r["output_tokens"] > 1]
+        itl = "tokenstorm_server_inter_token_latency_seconds"
+        assert got[(f"{itl}_count", labels)] == sum(n for _, n in gaps)
+        assert got[(f"{itl}_sum", labels)] == pytest.approx(sum(v * n for v, n in gaps))

@@ -11,7 +11,9 @@ Series (names in ``workloads/rundir/series.py``), per ``workload``: TTFT, ITL, T
 time-to-first-tool-call and complete-tool-call histograms (successful requests), output tokens, requests by
 outcome and category, prompt tokens by prefix cache (hit, miss, unreported: the records' hit rate is
 hit / (hit + miss)), tool calls and their argument tokens, answer checks by check and result (``pass`` /
-``fail``: a check's pass rate is pass / (pass + fail)); and users, each load generator's CPU.
+``fail``: a check's pass rate is pass / (pass + fail)); where the time went, per ``workload`` and ``target``:
+the server's queue, TTFT (prefill), decode and ITL from its own timing of each request, and the overhead outside
+the engine (overhead + queue + server TTFT = TTFT); and users, each load generator's CPU.
 """
 
 from __future__ import annotations
@@ -32,12 +34,14 @@ from ...rundir.series import (
     OUTPUT_TOKENS,
     PROMPT_TOKENS,
     REQUESTS,
+    SERVER_HISTOGRAMS,
+    SERVER_ITL,
     TOOL_CALL_TOKENS,
     TOOL_CALLS,
     USERS,
 )
 
-__all__ = ["FIELDS", "HISTOGRAMS", "LATENCY_BUCKETS_S", "ClientMetrics", "serve"]
+__all__ = ["FIELDS", "HISTOGRAMS", "LATENCY_BUCKETS_S", "SERVER_HISTOGRAMS", "ClientMetrics", "serve"]
 
 #: Upper bounds (seconds) of every latency histogram: vLLM's TTFT buckets, denser below 100 ms.
 LATENCY_BUCKETS_S = (0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.06, 0.075, 0.1, 0.15, 0.2, 0.25,
@@ -45,8 +49,20 @@ LATENCY_BUCKETS_S = (0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0
                      2560.0)  # fmt: skip
 _BOUNDS = np.array(LATENCY_BUCKETS_S)
 #: the record fields the exporter reads
-FIELDS = ("workload", "ok", "error_category", "warmup", "output_tokens", "prompt_tokens", "cached_tokens",
-          "tool_calls", "tool_call_tokens", "check_results", *(field for field, _ in HISTOGRAMS.values()))  # fmt: skip
+FIELDS = (
+    "workload",
+    "ok",
+    "error_category",
+    "warmup",
+    "output_tokens",
+    "prompt_tokens",
+    "cached_tokens",
+    "tool_calls",
+    "tool_call_tokens",
+    "check_results",
+    "target",
+    *(field for field, _ in (*HISTOGRAMS.values(), *SERVER_HISTOGRAMS.values())),
+)
 
 
 class _Hist:
@@ -63,6 +79,11 @@ class _Hist:
             self.counts += np.bincount(np.searchsorted(_BOUNDS, arr, side="left"), minlength=len(self.counts))
             self.total += float(arr.sum())
 
+    def add_repeated(self, value: float, times: int) -> None:
+        """``value`` observed ``times`` times (a request's mean gap, once per gap)."""
+        self.counts[int(np.searchsorted(_BOUNDS, value, side="left"))] += times
+        self.total += value * times
+
 
 class ClientMetrics(Collector):
     """Bucket counts and counters of every record stored, exposed as Prometheus metric families."""
@@ -70,6 +91,7 @@ class ClientMetrics(Collector):
     def __init__(self, users: Callable[[], int] | None = None, cpu: Callable[[], dict[str, float]] | None = None):
         self._lock = threading.Lock()
         self._hists: dict[tuple[str, str], _Hist] = {}
+        self._server: dict[tuple[str, str, str], _Hist] = {}  # (histogram, workload, target)
         self._tokens: dict[str, float] = {}
         self._requests: dict[tuple[str, str, str], float] = {}
         self._prompt: dict[tuple[str, str], float] = {}  # (workload, cache: hit, miss, unreported)
@@ -113,6 +135,7 @@ class ClientMetrics(Collector):
                 if hist is None:
                     hist = self._hists[(name, workload)] = _Hist()
                 hist.add(value if isinstance(value, list) else [value])
+            self._count_server_timing(workload, record)
 
     def _count_prompt(self, workload: str, record: dict[str, Any]) -> None:
         """A successful request's prompt tokens, split by what the server found in its prefix cache."""
@@ -123,9 +146,27 @@ class ClientMetrics(Collector):
         for cache, n in parts.items():
             self._prompt[(workload, cache)] = self._prompt.get((workload, cache), 0.0) + n
 
+    def _count_server_timing(self, workload: str, record: dict[str, Any]) -> None:
+        """A successful request's parts (server queue, TTFT, decode, ITL; overhead), where the server timed it."""
+        target = str(record.get("target") or "")
+        for name, (field, _help) in SERVER_HISTOGRAMS.items():
+            value = record.get(field)
+            if value is None:
+                continue
+            times = 1
+            if name == SERVER_ITL:  # token-weighted, as vLLM's own inter-token histogram
+                times = int(record.get("output_tokens") or 0) - 1
+                if times < 1:
+                    continue
+            hist = self._server.get((name, workload, target))
+            if hist is None:
+                hist = self._server[(name, workload, target)] = _Hist()
+            hist.add_repeated(float(value), times)
+
     def collect(self) -> Iterator[Metric]:
         with self._lock:
             hists = {k: (h.counts.copy(), h.total) for k, h in self._hists.items()}
+            server = {k: (h.counts.copy(), h.total) for k, h in self._server.items()}
             tokens = dict(self._tokens)
             requests = dict(self._requests)
             prompt = dict(self._prompt)
@@ -136,10 +177,13 @@ class ClientMetrics(Collector):
             for (metric, workload), (counts, total) in sorted(hists.items()):
                 if metric != name:
                     continue
-                cumulative = np.cumsum(counts)
-                buckets = [(repr(float(b)), float(c)) for b, c in zip(LATENCY_BUCKETS_S, cumulative[:-1], strict=True)]
-                buckets.append(("+Inf", float(cumulative[-1])))
-                family.add_metric([workload], buckets, total)
+                family.add_metric([workload], _buckets(counts), total)
+            yield family
+        for name, (_field, help_text) in SERVER_HISTOGRAMS.items():
+            family = HistogramMetricFamily(name, help_text, labels=["workload", "target"])
+            for (metric, workload, target), (counts, total) in sorted(server.items()):
+                if metric == name:
+                    family.add_metric([workload, target], _buckets(counts), total)
             yield family
         out = CounterMetricFamily(OUTPUT_TOKENS, "Output tokens of successful requests",
                                   labels=["workload"])  # fmt: skip
@@ -178,6 +222,14 @@ class ClientMetrics(Collector):
             for worker, pct in sorted(self._cpu().items()):
                 cpu.add_metric([worker], pct)
             yield cpu
+
+
+def _buckets(counts: Any) -> list[tuple[str, float]]:
+    """Cumulative ``(le, count)`` pairs of a histogram's bucket counts, +Inf last."""
+    cumulative = np.cumsum(counts)
+    buckets = [(repr(float(b)), float(c)) for b, c in zip(LATENCY_BUCKETS_S, cumulative[:-1], strict=True)]
+    buckets.append(("+Inf", float(cumulative[-1])))
+    return buckets
 
 
 def serve(metrics: ClientMetrics, port: int, host: str = "127.0.0.1") -> Any:
