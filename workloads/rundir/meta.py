@@ -9,7 +9,10 @@ Verdicts, exit codes and the timing-fidelity bounds are defined here once.
 from __future__ import annotations
 
 import json
+import platform
+import sys
 from dataclasses import asdict, dataclass, field, fields
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +52,7 @@ __all__ = [
     "read_load",
     "read_run_meta",
     "read_summary",
+    "versions",
     "write_capacity",
     "write_json_atomic",
     "write_run_meta",
@@ -323,3 +327,14 @@ def read_summary(run_dir: Path | str) -> dict[str, Any] | None:
     if version > SUMMARY_SCHEMA_VERSION:
         raise ValueError(f"{path}: schema {version} is newer than this tokenstorm reads ({SUMMARY_SCHEMA_VERSION})")
     return data
+
+
+def versions() -> dict[str, str]:
+    """Versions of the pieces that shape the numbers, for ``run.json``."""
+    out = {"python": sys.version.split()[0], "platform": platform.platform()}
+    for dist in ("tokenstorm", "locust", "gevent", "httptools", "orjson"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = "not installed"
+    return out

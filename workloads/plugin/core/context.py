@@ -11,22 +11,20 @@ from __future__ import annotations
 import json
 import logging
 import os
-import platform
 import re
 import socket
-import sys
 import threading
 import time
 import weakref
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from locust.env import Environment
 
 from ...rundir import REQUESTS_FILE, SEGMENTS_DIR, RecordWriter, RequestRecord, RunMeta, write_run_meta
+from ...rundir.meta import versions
 from ...rundir.secrets import authorization_header, secret_forms, split_credentials
 from ...traffic import MODELS, TrafficModel
 from ...traffic.checks import FailedAnswers
@@ -38,6 +36,7 @@ from .gc import GcWatch
 from .options import OptionError, RunOptions, recorded_options
 from .progress import Outcomes
 from .rates import TokenRate
+from .server_timing import ServerTimingHint
 from .targets import resolve_targets, scrub_targets
 
 if TYPE_CHECKING:
@@ -67,17 +66,6 @@ def new_run_dir(root: Path, label: str, now: datetime | None = None) -> Path:
         except FileExistsError:
             n += 1
             path = base.with_name(f"{base.name}-{n}")
-
-
-def versions() -> dict[str, str]:
-    """Versions of the pieces that shape the numbers, for ``run.json``."""
-    out = {"python": sys.version.split()[0], "platform": platform.platform()}
-    for dist in ("tokenstorm", "locust", "gevent", "httptools", "orjson"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            out[dist] = "not installed"
-    return out
 
 
 @dataclass
@@ -235,6 +223,8 @@ class RunContext:
     live: LiveWindow = field(default_factory=LiveWindow)
     #: the run's requests and failures by category so far, for the progress lines (master / local runner)
     outcomes: Outcomes = field(default_factory=Outcomes)
+    #: says once per run when the server sends no timing of its own (master / local runner)
+    server_timing: ServerTimingHint = field(default_factory=ServerTimingHint)
     #: the headless run's progress display (progress_display.ProgressPrinter) while it runs
     progress: Any = None
     #: the closing block and verdict, kept for Locust's ``quit`` event in a headless run (after its error report)
@@ -254,6 +244,7 @@ class RunContext:
 
             self.writer = SegmentWriter(self.run_dir / SEGMENTS_DIR)
         self.started_epoch_s = time.time()
+        self.server_timing.reset(not self.options.otlp_port, self.simulated, bool(self.emulator_url))
         self.token_rate.reset()
         self.workers_lost.clear()
         self.defer_build = False
@@ -288,6 +279,7 @@ class RunContext:
             self.metrics.observe(row)
         self.live.observe(row)
         self.outcomes.add(row)
+        self.server_timing.observe(row)
         if self.writer is not None:
             self.writer.write_rows([row])
 
@@ -311,6 +303,7 @@ class RunContext:
                 self.metrics.observe(data)
             self.live.observe(data)
             self.outcomes.add(data)
+            self.server_timing.observe(data)
         if self.writer is not None:
             self.writer.write_rows(rows)
 

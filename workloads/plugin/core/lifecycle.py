@@ -26,7 +26,7 @@ from ..quality import probes
 from ..shapes import soak
 from ..users.workload import WorkloadUser, run_targets
 from ..web.webui import extend_web_ui
-from . import locust_compat, master_watch, otlp, server_timing, shipping, write_faults
+from . import locust_compat, master_watch, otlp, shipping, write_faults
 from .checks import (
     check_run_root,
     load_slo_spec_or_exit,
@@ -253,7 +253,7 @@ def _build_outputs(environment: Environment, ctx: RunContext) -> None:
     if ctx.snapshots is not None:
         ctx.snapshots.stop()  # a snapshot finishing later would overwrite the final report
     ctx.flush()
-    server_timing.say_at_end(ctx)  # every record is in: a run whose server sent no timing of its own says so
+    ctx.server_timing.at_end()  # every record is in: a run whose server sent no timing of its own says so
     try:
         result = build_report(ctx.run_dir, ctx.slo_spec)
     except write_faults.WriteFailed:
