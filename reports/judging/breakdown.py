@@ -62,7 +62,8 @@ def _known(run: RunData, col: str, rows: np.ndarray) -> np.ndarray:
 def timed_mask(run: RunData, ok: np.ndarray) -> np.ndarray:
     """The rows of ``ok`` (judged, successful) whose TTFT the server's timing splits: queue and server TTFT
     known (the overhead is the rest of the client's TTFT)."""
-    return _known(run, "server_queue_s", ok) & _known(run, "server_ttft_s", ok) & _known(run, "ttft_s", ok)
+    timed: np.ndarray = _known(run, "server_queue_s", ok) & _known(run, "server_ttft_s", ok) & _known(run, "ttft_s", ok)
+    return timed
 
 
 def part_values(run: RunData, stem: str, rows: np.ndarray) -> np.ndarray:

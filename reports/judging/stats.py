@@ -22,8 +22,13 @@ def metric_block(values_s: np.ndarray | ItlHistogram, name: str) -> dict[str, fl
         return _histogram_block(values_s, name)
     values = dropped_nan(values_s)
     if values.size == 0:
-        return {f"mean_{name}_ms": None, f"median_{name}_ms": None, f"std_{name}_ms": None,
-                **{f"p{p}_{name}_ms": None for p in PERCENTILES}, f"max_{name}_ms": None}  # fmt: skip
+        return {
+            f"mean_{name}_ms": None,
+            f"median_{name}_ms": None,
+            f"std_{name}_ms": None,
+            **{f"p{p}_{name}_ms": None for p in PERCENTILES},
+            f"max_{name}_ms": None,
+        }
     # One pass for every percentile: ITL arrays can hold tens of millions of gaps.
     mean, top = values.mean(dtype=np.float64), values.max()
     std = _std(values, float(mean))

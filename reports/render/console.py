@@ -4,7 +4,8 @@ console and the report never disagree (Locust's tables round its percentiles to 
 
 Every line fits ``WIDTH_CHARS`` columns: throughput and latency are two tables with the same rows, and a
 sentence longer than that is wrapped (its continuation indented). Sessions are counted per workload (a
-chat's sessions are not an agent's), and the cost is given when a GPU-hour price was.
+chat's sessions are not an agent's), the cost is given when a GPU-hour price was, and where the client's TTFT went
+(the means of overhead, queue and prefill that add up to it) when the server timed the requests.
 """
 
 from __future__ import annotations

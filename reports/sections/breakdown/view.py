@@ -92,11 +92,18 @@ def _parent(scope: str) -> str:
 
 
 def _ok(run: RunData) -> np.ndarray:
-    return run.requests["ok"].fillna(False).astype(bool).to_numpy()
+    ok: np.ndarray = run.requests["ok"].fillna(False).astype(bool).to_numpy()
+    return ok
 
 
-def breakdown_view(run: RunData, summary: RunSummary, mask: np.ndarray, t0: float, sweep: SweepView | None = None,
-                   capacity: CapacityView | None = None) -> BreakdownView | None:  # fmt: skip
+def breakdown_view(
+    run: RunData,
+    summary: RunSummary,
+    mask: np.ndarray,
+    t0: float,
+    sweep: SweepView | None = None,
+    capacity: CapacityView | None = None,
+) -> BreakdownView | None:
     """The section of a run the server timed (None: it timed none of the judged successful requests)."""
     if not len(run.requests):
         return None
@@ -131,7 +138,8 @@ def breakdown_view(run: RunData, summary: RunSummary, mask: np.ndarray, t0: floa
         timed = [lv for lv in levels if lv.split is not None]
         view.levels, view.level_noun, view.growth = levels, noun, _growth(levels, noun)
         if timed:
-            view.levels_png = split_png([f"{lv.users} users" for lv in timed], [lv.split for lv in timed if lv.split])
+            labels = [f"{lv.users} user{'s' if lv.users != 1 else ''}" for lv in timed]
+            view.levels_png = split_png(labels, [lv.split for lv in timed if lv.split])
     return view
 
 
@@ -211,8 +219,16 @@ def _over_time(run: RunData, ok: np.ndarray, t0: float) -> list[Chart]:
     charts = [Chart("split-over-time", title, TIME_LABEL, "mean (ms)", lines, unit="ms")]
     load = _load_lines(run, t0)
     if load:
-        charts.append(Chart("split-load", "Beside it: users and vLLM requests running / waiting", TIME_LABEL,
-                            "requests, users", load, unit="count"))  # fmt: skip
+        charts.append(
+            Chart(
+                "split-load",
+                "Beside it: users and vLLM requests running / waiting",
+                TIME_LABEL,
+                "requests, users",
+                load,
+                unit="count",
+            )
+        )
     return charts
 
 
@@ -225,6 +241,9 @@ def _load_lines(run: RunData, t0: float) -> list[Series]:
     if not server.empty:
         parts = [(f" {t}", g) for t, g in server.groupby("target") if t] if "target" in server.columns else []
         for suffix, part in parts or [("", server)]:
-            out += [series(f"vLLM {col}{suffix}", part["epoch_s"] - t0, part[col], dash=col == "waiting")
-                    for col in ("running", "waiting") if col in part.columns]  # fmt: skip
+            out += [
+                series(f"vLLM {col}{suffix}", part["epoch_s"] - t0, part[col], dash=col == "waiting")
+                for col in ("running", "waiting")
+                if col in part.columns
+            ]
     return out
