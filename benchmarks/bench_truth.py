@@ -1,8 +1,8 @@
 """Timing truth against a real vLLM server: the records beside vLLM's own server-side means.
 
     .venv/bin/python benchmarks/bench_truth.py --host http://127.0.0.1:8000 [--users 8]
-        [--max-tokens 64] [--run-time 12s] [--processes 2] [--no-server-metrics] [--repeat 3]
-        [--vllm-bench --tokenizer MODEL_DIR]
+        [--max-tokens 64] [--run-time 12s] [--stop-timeout 30] [--processes 2] [--no-server-metrics]
+        [--repeat 3] [--vllm-bench --tokenizer MODEL_DIR]
 
 Drives the server with ``locustfiles/chat.py`` exactly as a user would (headless, single-turn
 chat from a ShareGPT file of 128 prompts of ~45 words, ``--wait-time 0``, ``--ignore-eos``),
@@ -15,7 +15,14 @@ scrapes vLLM's ``/metrics`` before and after, and prints, per run:
 * "bunched" records (more than half of their ITL gaps are exactly 0: the stream was read
   at once, not as it arrived) and records breaking ``ttfc <= ttft <= e2e <= done``;
 * the client's own account of its timing (issue #19): the share of token events and of TTFTs it
-  flagged as read late, the p99 read lag, and the run's verdict (``unreliable`` when not trustworthy).
+  flagged as read late, the p99 read lag, and the run's verdict (``unreliable`` when not trustworthy);
+* where the time went (issue #29; vLLM started with ``--enable-per-request-metrics``), after the runs, one
+  line per run: the records' mean overhead, server queue, server TTFT and decode, and their gap-weighted mean
+  server ITL, beside vLLM's ``vllm:request_queue_time_seconds``, ``vllm:request_prefill_time_seconds``,
+  ``vllm:request_decode_time_seconds`` and ``vllm:inter_token_latency_seconds`` means over the same run, with
+  the difference of the records' summed queue time from vLLM's. The run ends with ``--stop-timeout`` (30 s),
+  so every request vLLM counted was read to its end: a stream cut mid-answer is one vLLM aborts and leaves out
+  of its per-request histograms (not out of its inter-token one).
 
 ``--vllm-bench`` alternates each run with ``vllm bench serve`` (``.venv-vllm``, openai-chat, random
 prompts, the same concurrency, output length and ``ignore_eos``, as many prompts as the previous
@@ -51,6 +58,9 @@ HISTOGRAMS = {
     "ttft": "vllm:time_to_first_token_seconds",
     "tpot": "vllm:request_time_per_output_token_seconds",
     "itl": "vllm:inter_token_latency_seconds",
+    "queue": "vllm:request_queue_time_seconds",
+    "prefill": "vllm:request_prefill_time_seconds",
+    "decode": "vllm:request_decode_time_seconds",
 }
 _PROSE = (
     "the supplier shall deliver goods within thirty days of order date buyer may terminate agreement notice "
@@ -75,11 +85,30 @@ def scrape_histogram_totals(host: str) -> dict[str, float]:
 
 
 def server_means(before: dict[str, float], after: dict[str, float]) -> dict[str, float | None]:
-    """vLLM's mean of each histogram over the interval between two scrapes."""
+    """vLLM's mean of each histogram over the interval between two scrapes (and ``queue_sum``, its total)."""
     out: dict[str, float | None] = {}
     for key, name in HISTOGRAMS.items():
         count = after[f"{name}_count"] - before[f"{name}_count"]
         out[key] = (after[f"{name}_sum"] - before[f"{name}_sum"]) / count if count > 0 else None
+    name = HISTOGRAMS["queue"]
+    out["queue_sum"] = after[f"{name}_sum"] - before[f"{name}_sum"]
+    return out
+
+
+def breakdown(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Where the time went, from the server's own timing on the successful records: mean overhead, server
+    queue, server TTFT, decode; the gap-weighted mean server ITL (vLLM's inter-token mean); the queue's sum."""
+    done = [r for r in records if r["ok"]]
+    out: dict[str, Any] = {"records": len(done), "timed": sum(r.get("server_queue_s") is not None for r in done)}
+    parts = (("overhead", "overhead_s"), ("queue", "server_queue_s"), ("prefill", "server_ttft_s"))
+    for key, field in (*parts, ("decode", "server_decode_s")):
+        values = [r[field] for r in done if r.get(field) is not None]
+        out[key] = statistics.fmean(values) if values else None
+    out["queue_sum"] = sum(r["server_queue_s"] for r in done if r.get("server_queue_s") is not None)
+    weighted = [(r["server_itl_s"], r["output_tokens"] - 1) for r in done if r.get("server_itl_s") is not None]
+    weighted = [(v, n) for v, n in weighted if n > 0]
+    gaps = sum(n for _, n in weighted)
+    out["itl"] = sum(v * n for v, n in weighted) / gaps if gaps else None
     return out
 
 
@@ -135,6 +164,7 @@ def run_once(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "--dataset", str(dataset), "--chat-turns", "1", "--chat-think-time", "0-0", "--wait-time", "0",
         "--max-tokens", str(args.max_tokens), "--ignore-eos", "--run-dir", str(workdir / "runs"),
     ]  # fmt: skip
+    cmd += ["--stop-timeout", f"{args.stop_timeout:g}s"]
     if args.processes:
         cmd += ["--processes", str(args.processes)]
     if args.monitor_interval:
@@ -153,6 +183,7 @@ def run_once(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     records = [r.as_row() for r in read_records(run_dir)]
     figures = record_figures(records)
     figures["cpu_s"] = cpu_s
+    figures["breakdown"] = breakdown(records)
     summary_path = run_dir / "summary.json"
     verdict = json.loads(summary_path.read_text()).get("verdict", "?") if summary_path.exists() else "?"
     return {"client": figures, "server": server_means(before, after), "exit": proc.returncode, "verdict": verdict}
@@ -223,6 +254,7 @@ def main() -> None:
     ap.add_argument("--users", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--run-time", default="12s")
+    ap.add_argument("--stop-timeout", type=float, default=30.0, help="seconds the run's last requests may finish in")
     ap.add_argument("--processes", type=int, default=0)
     ap.add_argument("--no-server-metrics", action="store_true")
     ap.add_argument("--monitor-interval", type=float, default=0.0, help="seconds between /metrics scrapes")
@@ -236,15 +268,65 @@ def main() -> None:
                "ITL vllm", "bunched", "order", "cli CPU s", "0-gaps", "<100us", "ITL p99", "late ev", "late TTFT",
                "lag p99", "verdict")  # fmt: skip
     print(" ".join(f"{c:>9}" for c in columns))
+    runs = []
     for i in range(args.repeat):
         with tempfile.TemporaryDirectory(prefix="bench-truth-") as tmp:
             res = run_once(args, Path(tmp))
         _print_row(f"{i + 1}", res)
+        runs.append(res)
         if args.vllm_bench:
             with tempfile.TemporaryDirectory(prefix="bench-truth-vllm-") as tmp:
                 res = run_vllm_bench(args, Path(tmp), max(50, res["client"]["records"]))
             if res["client"] is not None:
                 _print_row(f"{i + 1}-vllm", res)
+    _print_breakdown(runs)
+
+
+def _print_breakdown(runs: list[dict[str, Any]]) -> None:
+    """Where the time went in each tokenstorm run (ms): the records' parts beside vLLM's means."""
+    print("\nwhere the time went (ms; records beside vLLM's /metrics over the same run):")
+    columns = (
+        "run",
+        "timed",
+        "overhead",
+        "queue",
+        "queue vllm",
+        "queue Σ %",
+        "srv TTFT",
+        "prefill vllm",
+        "decode",
+        "decode vllm",
+        "srv ITL",
+        "ITL vllm",
+        "ITL %",
+    )
+    print(" ".join(f"{c:>12}" for c in columns))
+    for i, res in enumerate(runs):
+        b, s = res["client"]["breakdown"], res["server"]
+        queue_diff = 100 * (b["queue_sum"] / s["queue_sum"] - 1) if b["timed"] and s["queue_sum"] else None
+        itl_diff = 100 * (b["itl"] / s["itl"] - 1) if b["itl"] and s["itl"] else None
+        cells = (
+            f"{i + 1}",
+            f"{b['timed']}/{b['records']}",
+            _ms(b["overhead"]),
+            _ms(b["queue"]),
+            _ms(s["queue"]),
+            _signed(queue_diff),
+            _ms(b["prefill"]),
+            _ms(s["prefill"]),
+            _ms(b["decode"]),
+            _ms(s["decode"]),
+            _ms(b["itl"]),
+            _ms(s["itl"]),
+            _signed(itl_diff),
+        )
+        print(" ".join(f"{v:>12}" for v in cells), flush=True)
+    if runs and not any(res["client"]["breakdown"]["timed"] for res in runs):
+        print("the server sent no per-request timing: start vLLM with --enable-per-request-metrics")
+
+
+def _signed(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:+.2f}%"
 
 
 def _print_row(name: str, res: dict[str, Any]) -> None:
