@@ -32,7 +32,7 @@ _TABLE_PARTS = (
     ("server_queue", "queue"),
     ("server_ttft", "prefill (server TTFT)"),
     ("server_decode", "decode"),
-    ("server_itl", "server ITL (its mean gap, per request)"),
+    ("server_itl", "server ITL (a request's mean gap)"),
 )
 _TTFT_PARTS = ("overhead", "server_queue", "server_ttft")
 
@@ -124,7 +124,7 @@ def breakdown_view(
             untimed.append(r.label)
     parts = list(_TABLE_PARTS)
     if any(r.block.get("mean_server_frontend_ms") is not None for r in rows):
-        parts.append(("server_frontend", "server front end (part of the overhead; from its span)"))
+        parts.append(("server_frontend", "server front end (in the overhead)"))
     view = BreakdownView(
         rows,
         untimed,
