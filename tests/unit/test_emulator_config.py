@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from emulator import FAULT_KINDS, EmulatorConfig, check_args
+from emulator._args import parse_args
 
 
 @pytest.mark.parametrize(
@@ -16,6 +17,7 @@ from emulator import FAULT_KINDS, EmulatorConfig, check_args
         ["--fault", "drop", "--fault", "500=0", "--fault", "malformed=1", "--seed", "-3"],
         ["--reasoning-format", "tags", "--reasoning-share", "0.5", "--empty-chunk-share", "0.1"],
         ["--api-key", "sk-x", "--model", "m", "--port", "0", "--exit-with-stdin", "--host", "::1"],
+        ["--frontend-ms", "40", "--enable-per-request-metrics", "--max-num-seqs", "4"],
         *(["--fault", f"{kind}=0.5"] for kind in FAULT_KINDS),
     ],
 )
@@ -32,6 +34,8 @@ def test_arguments_the_emulator_runs_with_are_fine(args: list[str]) -> None:
         (["--itl-ms=abc"], "--itl-ms 'abc': expected a number"),
         (["--ttft-ms", "nan"], "--ttft-ms 'nan': expected a finite number"),
         (["--itl-ms", "-5"], "--itl-ms -5: must be >= 0"),
+        (["--frontend-ms", "-1"], "--frontend-ms -1: must be >= 0"),
+        (["--enable-per-request-metrics", "yes"], "'yes': unexpected argument (every setting is a --flag VALUE)"),
         (["--max-num-seqs", "0"], "--max-num-seqs 0: must be >= 1"),
         (["--tokens-per-chunk", "1.5"], "--tokens-per-chunk '1.5': expected a whole number"),
         (["--seed", "x"], "--seed 'x': expected a whole number"),
@@ -67,3 +71,11 @@ def test_reasoning_format_outside_the_choices_names_them() -> None:
 def test_echo_auth_is_a_fault_kind_and_a_config_leaves_the_seed_to_each_start() -> None:
     assert "echo_auth" in FAULT_KINDS
     assert EmulatorConfig().seed is None  # None: each server draws its own (EmulatorServer.seed)
+
+
+def test_the_front_end_and_per_request_metrics_reach_the_config_and_are_off_by_default() -> None:
+    _, config = parse_args(["--frontend-ms", "40", "--enable-per-request-metrics"])
+    assert (config.frontend_s, config.per_request_metrics) == (0.04, True)
+    _, config = parse_args([])
+    assert (config.frontend_s, config.per_request_metrics) == (0.0, False)
+    assert EmulatorConfig().per_request_metrics is False
