@@ -54,7 +54,9 @@ def _known(run: RunData, col: str, rows: np.ndarray) -> np.ndarray:
     df = run.requests
     if col not in df.columns or not len(df):
         return np.zeros(len(df), dtype=bool)
-    values = df[col].to_numpy(dtype=float, na_value=np.nan)
+    column = df[col]
+    # A float column as it is (a view): ``na_value`` would copy all of it first, 8 bytes a request.
+    values = column.to_numpy() if column.dtype.kind == "f" else column.to_numpy(dtype=float, na_value=np.nan)
     known: np.ndarray = rows & ~np.isnan(values)
     return known
 

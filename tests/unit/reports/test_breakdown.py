@@ -232,3 +232,17 @@ def test_compare_shows_each_parts_figures_with_the_server_timed_requests(tmp_pat
     assert ("all", "mean_overhead_ms") in rows and ("code", "median_server_ttft_ms") in rows
     text = comparison_text(comparison, details=True)
     assert "WHERE THE TIME WENT" in text and "n server-timed requests" in text
+
+
+def test_the_servers_front_end_is_shown_only_where_a_span_gave_it(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    records = [{**_timed(i, rng), "server_frontend_s": 0.0005 + i / 1e5} for i in range(30)]
+    run_dir = make_run_dir(tmp_path / "run", records, {"status": "finished"})
+    build_report(run_dir, load_slo_spec())
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["mean_server_frontend_ms"] == pytest.approx(np.mean([r["server_frontend_s"] for r in records]) * 1e3)
+    assert 'data-figure="p99_server_frontend_ms"' in (run_dir / "report.html").read_text()
+    plain = _mixed_run(tmp_path / "plain")  # the stream's metrics alone: no front end anywhere
+    build_report(plain, load_slo_spec())
+    assert "mean_server_frontend_ms" not in json.loads((plain / "summary.json").read_text())
+    assert "server front end" not in (plain / "report.html").read_text()
