@@ -14,8 +14,9 @@ Their p50/p95/p99 (overall and per workload) sit beside the late-read counts, an
 against each other: where at least ``FIDELITY_MIN_LATE`` (5) records with server timing had their first token
 read late (``ttft_late``) and as many on time, the late ones' median overhead must be larger than the on-time
 ones' — the server's clock then *agrees* with the late-read flags. Where too few TTFTs were late to compare,
-records with a late token event are compared with the others by their median absolute ITL residual the same
-way. With fewer records than that on either side, nothing is compared (``agrees`` is ``None``).
+streams *read at once* (more than half of their gaps after a late event) are compared with the others by their
+median absolute ITL residual the same way. With fewer records than that on either side, nothing is compared
+(``agrees`` is ``None``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from reports.judging.formats import ms
-from workloads.rundir import FIDELITY_MIN_LATE
+from workloads.rundir import FIDELITY_MIN_LATE, FIDELITY_READ_AT_ONCE_MIN_GAPS
 
 __all__ = ["SecondClock", "second_clock"]
 
@@ -48,7 +49,7 @@ class SecondClock:
     on_time_overhead_p50_ms: float | None
     late_records: int  # records with server timing whose TTFT was read late
     #: the comparison made: "ttft" (overhead of late vs on-time TTFTs), "itl" (|ITL residual| of streams
-    #: with a late event vs without), "" (too few on a side to compare)
+    #: read at once vs the others), "" (too few on a side to compare)
     compared: str
     agrees: bool | None
     sentence: str  # one line, quoted by the fidelity verdict
@@ -82,13 +83,9 @@ def second_clock(requests: pd.DataFrame, sel: np.ndarray) -> SecondClock | None:
     if min(n_late, n_on_time) >= FIDELITY_MIN_LATE:
         compared, agrees = "ttft", bool((late_p50 or 0.0) > (on_time_p50 or 0.0))
     else:
-        events_late = (
-            np.nan_to_num(_floats(requests, "late_events")) > 0
-            if "late_events" in requests
-            else np.zeros(len(requests), dtype=bool)
-        )
+        at_once = _read_at_once(requests)
         has = timed & ~np.isnan(residual)
-        a, b = np.abs(residual[has & events_late]), np.abs(residual[has & ~events_late])
+        a, b = np.abs(residual[has & at_once]), np.abs(residual[has & ~at_once])
         if min(a.size, b.size) >= FIDELITY_MIN_LATE:
             compared, agrees = "itl", bool(np.median(a) > np.median(b))
     workloads = {}
@@ -132,7 +129,7 @@ def _sentence(c: SecondClock) -> str:
             f"{_ms(c.on_time_overhead_p50_ms)} ms on time"
         )
     elif c.compared == "itl":
-        text += "; streams with a late read vs without, by their ITL residual"
+        text += "; streams read at once vs the others, by their |ITL residual|"
     if c.agrees is True:
         text += " — agrees with the late-read flags"
     elif c.agrees is False:
@@ -141,6 +138,15 @@ def _sentence(c: SecondClock) -> str:
             "server's clock (the server may have sent those events together)"
         )
     return text
+
+
+def _read_at_once(df: pd.DataFrame) -> np.ndarray:
+    """Per record: more than half of its gaps (of 2 or more) follow a late event (the fidelity verdict's rule)."""
+    if "late_events" not in df.columns or "token_events" not in df.columns:
+        return np.zeros(len(df), dtype=bool)
+    gaps = np.nan_to_num(_floats(df, "token_events")) - 1
+    late = np.nan_to_num(_floats(df, "late_events"))
+    return np.asarray((gaps >= FIDELITY_READ_AT_ONCE_MIN_GAPS) & (late * 2 > gaps), dtype=bool)
 
 
 def _itl_residual(df: pd.DataFrame) -> np.ndarray:
