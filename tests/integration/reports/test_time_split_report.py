@@ -91,7 +91,7 @@ def test_a_run_the_server_timed_says_where_its_ttft_went_everywhere(locust_runne
         values = np.array([r[field] for r in done]) * 1000
         assert summary[f"mean_{stem}_ms"] == pytest.approx(values.mean(), rel=1e-9), stem
         assert summary[f"p99_{stem}_ms"] == pytest.approx(np.percentile(values, 99), rel=1e-9), stem
-    assert summary["mean_server_queue_ms"] > 30 and 25 < summary["median_server_ttft_ms"] < 40
+    assert summary["mean_server_queue_ms"] > 30 and 25 < summary["median_server_ttft_ms"] < 60
     parts = summary["mean_overhead_ms"] + summary["mean_server_queue_ms"] + summary["mean_server_ttft_ms"]
     assert parts == pytest.approx(summary["mean_ttft_server_timed_ms"]) == np.mean([r["ttft_s"] for r in done]) * 1000
     line = next(x for x in run.output.splitlines() if x.startswith("where TTFT went"))
