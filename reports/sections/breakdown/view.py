@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from reports.data.rundir import RunData
-from reports.judging.breakdown import PART_WORDS, Split, part_values, split_means, timed_mask
+from reports.judging.breakdown import PART_WORDS, Split, breakdown_figures, part_values, split_means, timed_mask
 from reports.judging.formats import ms
 from reports.judging.summary import RunSummary
 from reports.judging.targets import target_labels, target_mask
@@ -47,6 +47,11 @@ class SplitRow:
     split: Split
     block: dict[str, Any]
 
+    @property
+    def percentile_row(self) -> tuple[str, str, str, dict[str, Any]]:
+        """(label, kind, scope, figures): its row of the percentiles' table."""
+        return self.label, self.kind, self.scope, self.block
+
 
 @dataclass(frozen=True)
 class LevelSplit:
@@ -55,6 +60,12 @@ class LevelSplit:
     users: int
     split: Split | None  # None: the server timed none of its requests
     knee: bool  # the goodput knee (a capacity search: the highest load that held)
+    block: dict[str, Any] = field(default_factory=dict)  # its parts' percentiles, as summary.json names them
+
+    @property
+    def percentile_row(self) -> tuple[str, str, str, dict[str, Any]]:
+        """(users, "knee" or "", no scope, figures): its row of the levels' percentiles table."""
+        return str(self.users), "knee" if self.knee else "", "", self.block
 
 
 @dataclass
@@ -153,7 +164,7 @@ def _levels(run: RunData, sweep: SweepView | None, capacity: CapacityView | None
         out = []
         for lv in sweep.levels:
             sel = ok & (start >= lv.judged_from_epoch_s) & (start < lv.judged_to_epoch_s)  # as the level's row
-            out.append(LevelSplit(lv.users, split_means(run, sel), lv.users == knee))
+            out.append(LevelSplit(lv.users, split_means(run, sel), lv.users == knee, breakdown_figures(run, sel)))
         return out, "level"
     if capacity is not None:
         windows = step_windows(run, capacity.result)
@@ -162,7 +173,7 @@ def _levels(run: RunData, sweep: SweepView | None, capacity: CapacityView | None
         for row in capacity.rows:
             lo, hi = windows.get(row.step.users, (0.0, 0.0))
             sel = ok & (start >= lo) & (start < hi) & (ended <= hi)  # as the search judged the step
-            out.append(LevelSplit(row.step.users, split_means(run, sel), row.highest))
+            out.append(LevelSplit(row.step.users, split_means(run, sel), row.highest, breakdown_figures(run, sel)))
         return out, "step"
     return [], ""
 
