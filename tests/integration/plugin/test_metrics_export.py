@@ -23,15 +23,35 @@ def _scrape(url: str) -> dict[tuple[str, tuple], float]:
             for f in text_string_to_metric_families(text) for s in f.samples}  # fmt: skip
 
 
+#: the emulator returns its own timing of each request, as vLLM with --enable-per-request-metrics does
+EMULATOR_ARGS = "--ttft-ms 40 --itl-ms 4 --frontend-ms 3 --enable-per-request-metrics"
+
+
 def test_metrics_port_serves_client_side_series_during_the_run(tmp_path: Path) -> None:
     port = free_port()
+    run = "--headless -u 6 -r 6 -t 18s --wait-time 0 --max-tokens 16 --report-every 3"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "mixed.py"), "--headless", "-u", "6",
-         "-r", "6", "-t", "18s", "--wait-time", "0", "--max-tokens", "16", "--metrics-port", str(port),
-         "--report-every", "3", "--run-dir", str(tmp_path / "runs"), "--emulator-args", "--ttft-ms 40 --itl-ms 4",
-         "--timing-verdict", "warn"],  # the export is checked here, not this busy box's clock
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            str(ROOT / "locustfiles" / "mixed.py"),
+            *run.split(),
+            "--metrics-port",
+            str(port),
+            "--run-dir",
+            str(tmp_path / "runs"),
+            "--emulator-args",
+            EMULATOR_ARGS,
+            "--timing-verdict",
+            "warn",
+        ],  # the export is checked here, not this busy box's clock
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         time.sleep(8)
         t_scrape = time.time()
@@ -65,6 +85,20 @@ def test_metrics_port_serves_client_side_series_during_the_run(tmp_path: Path) -
         mean_ttft = got[("tokenstorm_time_to_first_token_seconds_sum", w)] / ok_then
         assert mean_ttft == pytest.approx(float(np.mean([r["ttft_s"] for r in done])), rel=0.05)
         assert got[("tokenstorm_output_tokens_total", w)] >= ok_then
+        # where the time went: every successful request's parts, adding up to its TTFT, as in the records
+        labels = (("target", ""), *w)
+        parts = {f: got[(f"tokenstorm_{f}_seconds_sum", labels)] for f in ("overhead", "server_queue")}
+        parts["server_ttft"] = got[("tokenstorm_server_time_to_first_token_seconds_sum", labels)]
+        assert got[("tokenstorm_server_queue_seconds_count", labels)] == ok_then
+        assert sum(parts.values()) / ok_then == pytest.approx(mean_ttft, rel=1e-6)
+        for part, field in (("overhead", "overhead_s"), ("server_ttft", "server_ttft_s")):
+            assert parts[part] / ok_then == pytest.approx(float(np.mean([r[field] for r in done])), rel=0.05), part
+        assert parts["overhead"] / ok_then >= 0.003  # the emulator's --frontend-ms is outside the engine
+        itl = got[("tokenstorm_server_inter_token_latency_seconds_sum", labels)]
+        itl_count = got[("tokenstorm_server_inter_token_latency_seconds_count", labels)]
+        weighted = [(r["server_itl_s"], r["output_tokens"] - 1) for r in done if r["output_tokens"] > 1]
+        records_itl = sum(v * n for v, n in weighted) / sum(n for _, n in weighted)
+        assert itl / itl_count == pytest.approx(records_itl, rel=0.05)  # gap-weighted, as vLLM's own ITL mean
     assert got[("tokenstorm_users", ())] == 6
     assert 'id="verdict"' in snapshot and "never finished" not in snapshot  # live: not "incomplete"
     assert got[("tokenstorm_client_cpu_percent", (("worker", "local"),))] > 0
