@@ -88,5 +88,5 @@ def test_not_said_with_otlp_port_and_on_the_emulator_it_names_the_emulators_flag
         hint.observe(_row())
         hint.at_end()
     built_in, standalone = _said(caplog)
-    assert "--emulator-args --enable-per-request-metrics" in built_in
+    assert "leave --no-enable-per-request-metrics out of --emulator-args" in built_in
     assert "start the emulator with --enable-per-request-metrics" in standalone

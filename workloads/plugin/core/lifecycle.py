@@ -110,7 +110,8 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
         environment.host = urls[0]  # what Locust shows; the users drive every target
         ctx.key_targets = frozenset(urls)  # the key was given with these endpoints
     if not environment.host and not any(getattr(u, "host", None) for u in environment.user_classes):
-        emu = EmulatorProcess(*shlex.split(ctx.options.emulator_args))
+        # As a vLLM configured the way the README says: each request's own timing on (--emulator-args can say no)
+        emu = EmulatorProcess("--enable-per-request-metrics", *shlex.split(ctx.options.emulator_args))
         ctx.emulator_url = emu.url
         environment.host = emu.url
         ctx.emulator = emu

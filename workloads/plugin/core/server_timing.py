@@ -23,7 +23,7 @@ SAMPLE = 20
 TIMING_FIELDS = ("server_queue_s", "server_ttft_s", "server_decode_s", "server_itl_s")
 _VLLM = "start vLLM with --enable-per-request-metrics, or send its traces to --otlp-port"
 _EMULATOR = "start the emulator with --enable-per-request-metrics"
-_BUILT_IN = "give the emulator --emulator-args --enable-per-request-metrics"
+_BUILT_IN = "leave --no-enable-per-request-metrics out of --emulator-args"
 
 
 class ServerTimingHint:
