@@ -13,10 +13,12 @@ residuals that measure how late the client read, without any kernel stamp:
 Their p50/p95/p99 (overall and per workload) sit beside the late-read counts, and the two are checked
 against each other: where at least ``FIDELITY_MIN_LATE`` (5) records with server timing had their first token
 read late (``ttft_late``) and as many on time, the late ones' median overhead must be larger than the on-time
-ones' — the server's clock then *agrees* with the late-read flags. Where too few TTFTs were late to compare,
+ones' — the server's clock then *agrees* with the late-read flags; below the on-time ones' 25th percentile
+it does *not agree*; in between it *cannot tell* (``agrees`` is ``None``: the lateness flagged, more than 1 ms,
+may be smaller than the overhead's own spread, the front end's). Where too few TTFTs were late to compare,
 streams *read at once* (more than half of their gaps after a late event) are compared with the others by their
 median absolute ITL residual the same way. With fewer records than that on either side, nothing is compared
-(``agrees`` is ``None``).
+(``compared`` is empty, ``agrees`` ``None``).
 """
 
 from __future__ import annotations
@@ -81,13 +83,13 @@ def second_clock(requests: pd.DataFrame, sel: np.ndarray) -> SecondClock | None:
     n_late, n_on_time = int((timed & late).sum()), int((timed & ~late).sum())
     compared, agrees = "", None
     if min(n_late, n_on_time) >= FIDELITY_MIN_LATE:
-        compared, agrees = "ttft", bool((late_p50 or 0.0) > (on_time_p50 or 0.0))
+        compared, agrees = "ttft", _agrees(overhead[timed & late], overhead[timed & ~late])
     else:
         at_once = _read_at_once(requests)
         has = timed & ~np.isnan(residual)
         a, b = np.abs(residual[has & at_once]), np.abs(residual[has & ~at_once])
         if min(a.size, b.size) >= FIDELITY_MIN_LATE:
-            compared, agrees = "itl", bool(np.median(a) > np.median(b))
+            compared, agrees = "itl", _agrees(a, b)
     workloads = {}
     if "workload" in requests.columns:
         names = requests["workload"].astype(object).to_numpy()
@@ -132,12 +134,22 @@ def _sentence(c: SecondClock) -> str:
         text += "; streams read at once vs the others, by their |ITL residual|"
     if c.agrees is True:
         text += " — agrees with the late-read flags"
+    elif c.compared and c.agrees is None:
+        text += " — the server's clock cannot tell them apart (within the others' own spread)"
     elif c.agrees is False:
         text += (
             " — does NOT agree with the late-read flags: the records flagged late were not later by the "
             "server's clock (the server may have sent those events together)"
         )
     return text
+
+
+def _agrees(flagged: np.ndarray, others: np.ndarray) -> bool | None:
+    """True: the flagged records' median is above the others'; False: below the others' 25th percentile (clearly
+    earlier by the server's clock); None: in between — within the others' own spread, the clock cannot tell."""
+    if np.median(flagged) > np.median(others):
+        return True
+    return None if np.median(flagged) >= np.percentile(others, 25) else False
 
 
 def _read_at_once(df: pd.DataFrame) -> np.ndarray:
