@@ -27,6 +27,7 @@ from reports.judging.slo import gpu_cost_per_hour as run_gpu_cost
 from reports.judging.slo_spec import SloSpec
 from reports.judging.stats import PERCENTILES, metric_block
 from reports.judging.targets import compare_targets, evaluate_each_target, target_labels, target_mask
+from reports.judging.timing_source import TimingSource, choose_timing_source
 from reports.judging.verdict_words import default_check_sentence, is_default_spec, slo_sentence
 
 __all__ = ["PERCENTILES", "RunSummary", "summarize"]
@@ -64,6 +65,8 @@ class RunSummary:
     consistency: dict[str, Any] | None = None
     #: judged by the built-in default (error rate <= 1%, no --slo): the verdict says so, not "SLOs held"
     default_check: bool = False
+    #: what the latency SLOs were judged on (--timing-source): the client's records or the server's timing
+    timing: TimingSource | None = None
 
     def to_json(self, run: RunData) -> dict[str, Any]:
         """summary.json (vLLM benchmark field names where they match)."""
@@ -87,6 +90,7 @@ class RunSummary:
             "workers_lost": meta.workers_lost,
             "workers_seen": meta.workers_seen,
             "timing_violations": timing_violations(run),
+            **(self.timing.as_json() if self.timing is not None else {}),
         }
         if self.targets is not None:
             out["targets"] = self.targets
@@ -223,7 +227,8 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
     labels = target_labels(run)
     ab: dict[str, Any] | None = None
     # A/B: each target judged on its own records; the run fails if any breaks an SLO
-    results = evaluate_each_target(run, spec, labels)
+    source = choose_timing_source(run, spec, labels, mask)  # --timing-source: server's results, or the client's
+    results = source.results if source.results is not None else evaluate_each_target(run, spec, labels)
     default_check = is_default_spec(spec)  # error rate <= 1% only: named for what it is, not "SLOs held"
     if labels:
         blocks = {label: _with_server(_block(run, spec, mask & target_mask(run, label), gpus, price,
@@ -280,12 +285,15 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
         timing = "" if fidelity.trustworthy else f"; timing not trustworthy either — {untrusted}"
         verdict = "incomplete"
         reason = f"run incomplete — {incomplete[0]} ({slos}on what was recorded: {reason}){timing}"
+    elif source.used == "server":
+        pass  # the latency was judged on the server's timing: the client's late reads set no verdict (said below)
     elif not fidelity.trustworthy and verdict in ("passed", "failed") and run.meta.option("timing_verdict") == "warn":
         reason += f" — timing not trustworthy (--timing-verdict warn): {untrusted}"
     elif not fidelity.trustworthy and verdict in ("passed", "failed"):
         failed = reason.replace(" SLOs failed:", " SLOs failed on what was measured:", 1)
         slos = reason if default_check else "SLOs held" if verdict == "passed" else failed
         verdict, reason = "unreliable", f"timing not trustworthy — {untrusted} ({slos})"
+    verdict, reason = source.said(verdict, reason)
     if ab is not None and ab.get("sentence") and verdict in ("passed", "failed"):
         reason += f" — {ab['sentence']}"
     quality, consistency = quality_summary(run, mask, labels), consistency_block(run)
@@ -304,6 +312,7 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
         quality=quality,
         consistency=consistency,
         default_check=default_check,
+        timing=source,
     )
 
 

@@ -1,6 +1,7 @@
 """JUnit XML: one test case per SLO, so CI systems show which target broke (a ``quality`` target among
 them; a sweep's and a capacity search's: one per level or step instead), one
-(``tokenstorm.timing_fidelity``) that fails when the run's timing is not trustworthy, and one
+(``tokenstorm.timing_fidelity``) that fails when the run's timing is not trustworthy (skipped, saying so,
+when ``--timing-source`` judged the latency on the server's timing instead), and one
 (``tokenstorm.quality``) that lists the answers' pass rates (skipped when no answer was checked)."""
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def junit_xml(summary: RunSummary, suite: str = "tokenstorm.slo") -> str:
             continue
         if not r.passed:
             ET.SubElement(case, "failure", message=f"measured {measured}; target {r.op} {r.threshold:g}. {r.note}")
-        ET.SubElement(case, "system-out").text = f"measured {measured}"
+        ET.SubElement(case, "system-out").text = f"measured {measured}" + (f" ({r.note})" if r.note else "")
     ts.set("failures", str(failures))
     return ET.tostring(root, encoding="unicode", xml_declaration=True)
 
@@ -67,8 +68,12 @@ def _fidelity_case(ts: ET.Element, summary: RunSummary) -> int:
     levelled = summary.sweep is not None or summary.capacity is not None
     warned = not fidelity.trustworthy and summary.verdict in ("passed", "failed") and not levelled
     failed = fidelity.measured and not fidelity.trustworthy and not levelled and not warned
+    server = summary.timing is not None and summary.timing.used == "server"
     if not fidelity.measured:
         ET.SubElement(case, "skipped", message=fidelity.reason)
+    elif server and summary.timing is not None:  # --timing-source: the SLOs did not rest on the client's reads
+        why = f"latency judged on the server's timing, not what users saw: {summary.timing.why}"
+        ET.SubElement(case, "skipped", message=f"{why}. {fidelity.reason}")
     elif warned:
         ET.SubElement(case, "skipped", message=f"--timing-verdict warn: {fidelity.reason}")
     elif not fidelity.trustworthy and levelled:
