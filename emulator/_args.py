@@ -160,7 +160,8 @@ def _parser(add_help: bool, prog: str = PROG) -> _Parser:
         "--enable-per-request-metrics",
         action=argparse.BooleanOptionalAction,
         default=False,
-        help="as vLLM's flag (tokenstorm's built-in emulator starts with it): the final usage chunk (and a whole answer) carries the request's own timing, "
+        help="as vLLM's flag (tokenstorm's built-in emulator starts with it): the final usage chunk (and a whole "
+        "answer) carries the request's own timing, "
         "metrics: {queue_time_ms (queued -> a --max-num-seqs slot), time_to_first_token_ms (slot -> first token), "
         "generation_time_ms (first -> last token), mean_itl_ms, tokens_per_second}",
     )

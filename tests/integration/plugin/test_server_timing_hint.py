@@ -35,9 +35,11 @@ def test_a_short_run_on_the_emulator_says_its_flag_at_the_end_and_with_it_says_n
     done = [r for r in without.records() if r["ok"]]
     assert 0 < len(done) < 20 and all(r["server_ttft_s"] is None for r in done)
     lines = [line for line in without.output.splitlines() if HINT in line]
-    assert len(lines) == 1 and "leave --no-enable-per-request-metrics out of --emulator-args" in lines[0], without.output[-3000:]
+    told = "leave --no-enable-per-request-metrics out of --emulator-args"
+    assert len(lines) == 1 and told in lines[0], without.output[-3000:]
     with_it = run_locust(tmp_path / "with", "chat.py", "-u", "1", "-r", "1", "-t", "2s", *FAST,
-                         "--emulator-args", slow)  # the built-in emulator sends them unless told not to  # fmt: skip
+                         "--emulator-args", slow)  # fmt: skip
+    # (the built-in emulator sends them unless told not to)
     assert with_it.returncode == 0, with_it.output[-3000:]
     done = [r for r in with_it.records() if r["ok"]]
     assert done and all(r["server_ttft_s"] is not None and r["overhead_s"] is not None for r in done)

@@ -341,8 +341,9 @@ class RunOptions:
             metrics_host=str(get("metrics_host", "127.0.0.1") or "127.0.0.1"),
             otlp_port=_number("--otlp-port", get("otlp_port", 0), minimum=0, cast=int, maximum=65535),
             otlp_host=str(get("otlp_host", "127.0.0.1") or "127.0.0.1"),
-            timing_source=_choice("--timing-source", str(get("timing_source", "client") or "client"),
-                                  ("client", "server", "auto")),  # fmt: skip
+            timing_source=_choice(
+                "--timing-source", str(get("timing_source", "client") or "client"), ("client", "server", "auto")
+            ),
             report_every_s=parse_duration_option("--report-every", get("report_every", 3600.0)),
             gpu_cost_per_hour=_number("--gpu-cost-per-hour", get("gpu_cost_per_hour", 0.0), minimum=0),
             records=_choice("--records", str(get("records", "parquet") or "parquet"), ("parquet", "jsonl")),
