@@ -7,10 +7,11 @@ usage chunk (``choices: []``; the client always asks for usage) and on a non-str
      "tokens_per_second": ...}
 
 — queued → scheduled, scheduled → first token, first → last token and the mean gap between output tokens,
-each in milliseconds, any of them absent or ``null``. :func:`fill_server_timing` turns them into the record's
-``server_queue_s``, ``server_ttft_s``, ``server_decode_s`` and ``server_itl_s`` (seconds) and, where the client
-timed the first token, ``overhead_s = ttft_s − server_queue_s − server_ttft_s``. A server that sends no
-``metrics`` leaves them all ``None``.
+each in milliseconds, any of them absent or ``null`` (a negative one is no duration: ignored).
+:func:`fill_server_timing` turns them into the record's ``server_queue_s``, ``server_ttft_s``, ``server_decode_s``
+and ``server_itl_s`` (seconds) and, where the client timed the first token,
+``overhead_s = ttft_s − server_queue_s − server_ttft_s``. A server that sends no ``metrics`` leaves them all
+``None``.
 
 Every request carries a ``traceparent`` header (:func:`traceparent`): its trace id is the record's
 ``trace_id``, derived from the request id, so the request can be found in the user's Jaeger or Tempo and the
@@ -40,12 +41,13 @@ _HEX32 = re.compile(r"[0-9a-f]{32}")
 
 def fill_server_timing(record: RequestRecord, metrics: Any) -> None:
     """Set the record's server timing from a response's ``metrics`` object (ms → s); keys absent, ``null``
-    or not a finite number stay ``None``, and anything but an object is ignored. Then :func:`fill_overhead`."""
+    or not a finite number of zero or more (a duration) stay ``None``, and anything but an object is ignored.
+    Then :func:`fill_overhead`."""
     if type(metrics) is not dict:
         return
     for key, name in METRICS_FIELDS:
         value = metrics.get(key)
-        if (type(value) is float or type(value) is int) and math.isfinite(value):
+        if (type(value) is float or type(value) is int) and math.isfinite(value) and value >= 0:
             setattr(record, name, value / 1000.0)
     fill_overhead(record)
 

@@ -67,7 +67,12 @@ def test_the_final_usage_chunks_metrics_fill_each_server_part_in_seconds_and_the
     assert record.cached_tokens == 384  # the usage beside it is still read
 
 
-@pytest.mark.parametrize("metrics", [None, "drop", {}, {"queue_time_ms": None, "mean_itl_ms": "8"}, [1, 2]])
+NEGATIVE = {"queue_time_ms": -5.0, "time_to_first_token_ms": -1, "generation_time_ms": -0.5, "mean_itl_ms": -2}
+
+
+@pytest.mark.parametrize(
+    "metrics", [None, "drop", {}, {"queue_time_ms": None, "mean_itl_ms": "8"}, [1, 2], "fast", 7, NEGATIVE]
+)
 def test_a_server_that_sends_no_usable_metrics_leaves_the_parts_unknown_and_the_record_whole(metrics: object) -> None:
     record, _ = _complete(_stream_with(metrics, drop=metrics == "drop"))
     assert record.ok, record.error_detail
