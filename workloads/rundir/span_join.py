@@ -31,8 +31,9 @@ _NUMBERS = ("queue_s", "ttft_s", "prefill_s", "decode_s", "output_tokens")
 
 def span_table(path: Path) -> pd.DataFrame:
     """The spans of ``path`` (a ``spans.jsonl``) as columns ``key`` (``string_key`` of the trace id) and
-    ``queue_s``, ``ttft_s``, ``prefill_s``, ``decode_s``, ``output_tokens`` (NaN: not carried); one row per trace id
-    (its first span). Empty when the file is missing; a line that does not parse is skipped."""
+    ``queue_s``, ``ttft_s``, ``prefill_s``, ``decode_s``, ``output_tokens`` (NaN: not carried, or not a number of
+    zero or more); one row per trace id (its first span). Empty when the file is missing; a line that does not
+    parse is skipped."""
     keys = array.array("q")
     cols = {name: array.array("d") for name in _NUMBERS}
     try:
@@ -61,7 +62,10 @@ def span_table(path: Path) -> pd.DataFrame:
 
 
 def _number(value: object) -> float:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else np.nan
+    """A duration or count of zero or more; NaN for anything else (absent, not a number, negative)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+        return float(value)
+    return np.nan
 
 
 def join_spans(frame: pd.DataFrame, run_dir: Path) -> int:

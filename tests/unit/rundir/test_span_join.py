@@ -133,3 +133,22 @@ def test_a_run_without_spans_and_a_torn_last_line_read_as_far_as_they_go(tmp_pat
         fh.write(b'{"trace_id": "00000000000000000000000000000002", "queue_s": 0.0')  # a crash tore it
     df = load_run(tmp_path).requests
     assert df["server_queue_s"].notna().sum() == 1 and df["server_queue_s"].max() == pytest.approx(0.01)
+
+
+def test_a_line_that_is_not_a_span_and_a_negative_or_non_numeric_attribute_fill_nothing(tmp_path: Path) -> None:
+    records = [_record(1), _record(2)]
+    _run(tmp_path, records, [])
+    lines = [b"[1, 2]", b"5", b"null", b'{"trace_id": {"a": 1}}']
+    lines.append(
+        b'{"trace_id": "%032x", "queue_s": -0.5, "prefill_s": "0.02", "decode_s": 0.3, "output_tokens": -4}' % 1
+    )
+    lines.append(b'{"trace_id": "%032x", "queue_s": 0.01, "prefill_s": 0.02, "ttft_s": -1.0}' % 2)
+    (tmp_path / SPANS_FILE).write_bytes(b"\n".join(lines) + b"\n")
+    df = load_run(tmp_path).requests
+    row = {int(k): i for i, k in enumerate(df["trace_id"])}
+    first, second = df.iloc[row[string_key(f"{1:032x}")]], df.iloc[row[string_key(f"{2:032x}")]]
+    assert math.isnan(first["server_queue_s"]) and math.isnan(first["server_ttft_s"])  # no made-up queue or prefill
+    assert first["server_decode_s"] == pytest.approx(0.3) and math.isnan(first["overhead_s"])
+    assert first["server_itl_s"] == pytest.approx(0.3 / 8)  # the record's own 9 tokens, not the span's -4
+    assert second["overhead_s"] == pytest.approx(0.200 - 0.01 - 0.02)
+    assert math.isnan(second["server_frontend_s"])  # a negative arrival -> first token is no front end
