@@ -194,3 +194,15 @@ def test_no_server_timing_at_all_leaves_auto_unreliable_and_server_names_the_fla
     assert (result.summary.verdict, result.exit_code) == ("unreliable", 5)
     assert result.summary.reason.startswith("--timing-source server: none of the 100 successful judged records")
     assert "--enable-per-request-metrics" in result.summary.reason
+
+
+def test_an_interrupted_run_judged_on_the_servers_timing_says_so(tmp_path: Path) -> None:
+    run_dir = _run(tmp_path, "auto")
+    meta = json.loads((run_dir / "run.json").read_text())
+    meta["status"] = "interrupted"
+    (run_dir / "run.json").write_text(json.dumps(meta))
+    result = build_report(run_dir)
+    assert result.summary.verdict == "incomplete"
+    assert json.loads(result.summary_json.read_text())["timing_source_used"] == "server"
+    assert abs(_slo(result, "ttft_ms") - 60.0) < 1e-6  # the SLOs were judged on the server's figures: it says so
+    assert "latency judged on the server's timing, not what users saw" in result.summary.reason
