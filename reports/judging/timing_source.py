@@ -10,13 +10,13 @@
   - ITL := ``server_itl_s`` standing for each of the record's ``output_tokens − 1`` gaps (the server gives one
     mean per request, not every gap: percentiles are over the records' means, weighted by their gaps),
 
-  where *overhead* is added back as the median ``overhead_s`` of the judged records of the same workload whose
-  first token was read on time (not ``ttft_late``) — the front end and network a user's request also goes
-  through, measured where the client's clock was trustworthy — else of all workloads' such records, else 0
-  (negative medians count as 0). ``tool_call_ms`` and ``session_ms`` stay on the client's records (the server
-  does not time tool calls or sessions); rates, error rate and answer quality are not timing. A record without
-  the server's timing is left out of the latency SLOs (how many is said); with none at all the run is
-  ``unreliable`` (exit 5), naming ``--enable-per-request-metrics``.
+  where *overhead* is added back as the median ``overhead_s`` of the judged records of the same workload (and
+  A/B target) whose first token was read on time (not ``ttft_late``) — the front end and network a user's
+  request also goes through, measured where the client's clock was trustworthy — else of the target's (else
+  all workloads') such records, else 0 (negative medians count as 0). ``tool_call_ms`` and ``session_ms`` stay
+  on the client's records (the server does not time tool calls or sessions); rates, error rate and answer
+  quality are not timing. A record without the server's timing is left out of the latency SLOs (how many is
+  said); with none at all the run is ``unreliable`` (exit 5), naming ``--enable-per-request-metrics``.
 * ``auto``: the client's records when the run's timing is trustworthy (:mod:`.fidelity`, each A/B target's
   too), else the server's as above: a run that would be ``unreliable`` ends ``passed`` or ``failed`` instead.
 
@@ -36,7 +36,7 @@ from reports.judging.fidelity import UNTRUSTED, evaluate_fidelity
 from reports.judging.formats import ms
 from reports.judging.slo import SloResult
 from reports.judging.slo_spec import SloSpec
-from reports.judging.targets import evaluate_each_target, target_mask
+from reports.judging.targets import evaluate_each_target, target_labels, target_mask
 from workloads.rundir import ItlHistogram
 
 __all__ = ["SERVER_COLUMNS", "ServerTimedRun", "TimingSource", "choose_timing_source", "server_timed"]
@@ -165,14 +165,22 @@ def server_timed(run: RunData, mask: np.ndarray) -> ServerTimedRun:
     late = df["ttft_late"].fillna(False).astype(bool).to_numpy() if "ttft_late" in df.columns else np.zeros(n, bool)
     on_time = np.asarray(mask, dtype=bool) & ~late & ~np.isnan(overhead)
     names = df["workload"].astype(object).to_numpy() if "workload" in df.columns else np.full(n, "", dtype=object)
-    fallback = max(0.0, float(np.median(overhead[on_time]))) if on_time.any() else 0.0
+
+    def median_s(rows: np.ndarray, otherwise: float) -> float:
+        return max(0.0, float(np.median(overhead[rows]))) if rows.any() else otherwise
+
+    fallback = median_s(on_time, 0.0)
     added_s = np.full(n, fallback)
     added_ms: dict[str, float] = {}
-    for w in sorted({str(x) for x in names[np.asarray(mask, dtype=bool)]}):
-        mine = names == w
-        value = max(0.0, float(np.median(overhead[on_time & mine]))) if (on_time & mine).any() else fallback
-        added_s[mine] = value
-        added_ms[w] = value * 1000
+    # An A/B target's overhead is its own (another front end, another network): never the other target's.
+    groups = [(f"{label}/", target_mask(run, label)) for label in target_labels(run)] or [("", np.ones(n, bool))]
+    for prefix, within in groups:
+        target_fallback = median_s(on_time & within, fallback)
+        for w in sorted({str(x) for x in names[np.asarray(mask, dtype=bool) & within]}):
+            mine = within & (names == w)
+            value = median_s(on_time & mine, target_fallback)
+            added_s[mine] = value
+            added_ms[prefix + w] = value * 1000
     ttft = queue + prefill + added_s
     frame = df.copy(deep=False)  # the run's columns shared, not copied (20 million rows are ~2.7 GB)
     frame["server_timed_ttft_s"], frame["server_timed_e2e_s"], frame["server_timed_tpot_s"] = ttft, ttft + decode, itl

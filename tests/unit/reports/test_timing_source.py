@@ -206,3 +206,25 @@ def test_an_interrupted_run_judged_on_the_servers_timing_says_so(tmp_path: Path)
     assert json.loads(result.summary_json.read_text())["timing_source_used"] == "server"
     assert abs(_slo(result, "ttft_ms") - 60.0) < 1e-6  # the SLOs were judged on the server's figures: it says so
     assert "latency judged on the server's timing, not what users saw" in result.summary.reason
+
+
+def test_each_ab_target_gets_its_own_overhead_added_back_not_the_pooled_one(tmp_path: Path) -> None:
+    """Target a's front end and network take 10 ms, b's 100 ms: each target's TTFT on the server's timing adds
+    its own on-time records' overhead, so a (60 ms for its users) holds TTFT p50 <= 100 and b (150 ms) breaks it."""
+    records = []
+    for i in range(100):
+        for label, overhead_s in (("a", 0.010), ("b", 0.100)):
+            rec = _record(i, i < 30)
+            rec.update(target=label, ttft_s=QUEUE_S + PREFILL_S + overhead_s + (0.3 if i < 30 else 0.0))
+            rec["overhead_s"] = rec["ttft_s"] - QUEUE_S - PREFILL_S
+            records.append(rec)
+    targets = [{"label": "a", "url": "http://a:8000"}, {"label": "b", "url": "http://b:8000"}]
+    meta = {"status": "finished", "options": {"timing_source": "auto"}, "targets": targets,
+            "slo_spec_text": "slos:\n  chat:\n    ttft_ms: {p50: 100}\n"}  # fmt: skip
+    result = build_report(make_run_dir(tmp_path / "ab", records, meta))
+    measured = {r.target: r.measured for r in result.summary.slo_results if r.metric == "ttft_ms"}
+    assert measured["a"] is not None and abs(measured["a"] - 60.0) < 1e-6
+    assert measured["b"] is not None and abs(measured["b"] - 150.0) < 1e-6
+    added = json.loads(result.summary_json.read_text())["server_overhead_added_ms"]
+    assert added.keys() == {"a/chat", "b/chat"} and abs(added["a/chat"] - 10.0) < 1e-6
+    assert (result.summary.verdict, result.exit_code) == ("failed", 1)
