@@ -228,3 +228,38 @@ def test_each_ab_target_gets_its_own_overhead_added_back_not_the_pooled_one(tmp_
     added = json.loads(result.summary_json.read_text())["server_overhead_added_ms"]
     assert added.keys() == {"a/chat", "b/chat"} and abs(added["a/chat"] - 10.0) < 1e-6
     assert (result.summary.verdict, result.exit_code) == ("failed", 1)
+
+
+def test_the_servers_itl_counts_each_records_gaps_however_it_is_chunked(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Each record's server ITL counts once per gap (its output tokens − 1), in chunks of bounded memory: the
+    histogram holds every gap of every record, exactly, whatever the chunk size (a 20-million-record run)."""
+    from reports.data.rundir import load_run
+    from reports.judging import timing_source
+
+    records = [_record(i, False) | {"server_itl_s": 0.001 * (1 + i % 7), "output_tokens": 2 + i % 5} for i in range(60)]
+    run = load_run(make_run_dir(tmp_path / "run", records, {"status": "finished", "options": {}}))
+    mask = np.ones(len(run.requests), dtype=bool)
+    whole = timing_source.server_timed(run, mask).itl_values(mask)
+    monkeypatch.setattr(timing_source, "_GAPS_PER_CHUNK", 7)  # many chunks, records split across none
+    chunked = timing_source.server_timed(run, mask).itl_values(mask)
+    gaps = [r["output_tokens"] - 1 for r in records]
+    weighted_us = sum(g * round(r["server_itl_s"] * 1e6) for g, r in zip(gaps, records, strict=True)) / sum(gaps)
+    for hist in (whole, chunked):
+        assert hist.size == sum(gaps)
+        assert abs(hist.sum_us / hist.size - weighted_us) < 1e-9
+
+
+def test_a_whole_answer_gets_no_ttft_on_the_servers_timing_as_it_has_none_on_the_clients(tmp_path: Path) -> None:
+    """A non-streamed answer's body carries the server's parts too; its client record has no TTFT, so judged on
+    the server's timing it must not get one either (the TTFT SLO would judge other requests than the client's)."""
+    from reports.data.rundir import load_run
+    from reports.judging import timing_source
+
+    records = [_record(i, False) for i in range(10)]
+    records[0] = records[0] | {"ttft_s": None, "tpot_s": None, "itl_gaps_s": []}  # a whole answer
+    run = load_run(make_run_dir(tmp_path / "run", records, {"status": "finished", "options": {}}))
+    mask = np.ones(len(run.requests), dtype=bool)
+    frame = timing_source.server_timed(run, mask).requests
+    ttft = frame["server_timed_ttft_s"].to_numpy(dtype=float)
+    assert np.isnan(ttft[0]) and not np.isnan(ttft[1:]).any()
+    assert not np.isnan(frame["server_timed_e2e_s"].to_numpy(dtype=float)).any()  # its E2E the server's too
