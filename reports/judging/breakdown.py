@@ -100,6 +100,13 @@ def breakdown_figures(run: RunData, ok: np.ndarray) -> dict[str, float | int | N
         out.update(metric_block(part_values(run, stem, rows), stem))
     ttft = selected(run.requests, "ttft_s", timed)
     out["mean_ttft_server_timed_ms"] = float(ttft.mean() * 1000)
+    # The server's ITL per gap (each request's mean counted once per gap, output tokens − 1): the mean vLLM's
+    # inter-token histogram and the Prometheus series give; the percentiles above are of each request's mean.
+    itl_rows = _known(run, "server_itl_s", ok)
+    itl = selected(run.requests, "server_itl_s", itl_rows)
+    gaps = np.nan_to_num(selected(run.requests, "output_tokens", itl_rows)) - 1
+    if (gaps >= 1).any():
+        out["mean_server_itl_per_gap_ms"] = float(np.average(itl[gaps >= 1], weights=gaps[gaps >= 1]) * 1000)
     return out
 
 
