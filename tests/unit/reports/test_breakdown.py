@@ -251,9 +251,9 @@ def test_the_servers_front_end_is_shown_only_where_a_span_gave_it(tmp_path: Path
 def test_the_servers_itl_per_gap_is_the_token_weighted_mean_vllm_gives(tmp_path: Path) -> None:
     """summary.json's ``mean_server_itl_per_gap_ms`` counts each request's mean gap once per gap, as vLLM's
     inter-token histogram and the Prometheus series do — not once per request."""
+    server = {"server_queue_s": 0.01, "server_ttft_s": 0.02, "server_decode_s": 0.1, "overhead_s": 0.03}
     records = [
-        request(i, 60.0, output_tokens=2 + 40 * (i % 2), server_queue_s=0.01, server_ttft_s=0.02,
-                server_decode_s=0.1, server_itl_s=0.002 if i % 2 else 0.050, overhead_s=0.03)  # fmt: skip
+        request(i, 60.0, output_tokens=2 + 40 * (i % 2), server_itl_s=0.002 if i % 2 else 0.050, **server)
         for i in range(20)
     ]
     result = build_report(make_run_dir(tmp_path / "run", records, {"status": "finished"}))
