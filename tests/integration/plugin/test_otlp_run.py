@@ -30,7 +30,7 @@ _RUN = [
     "--timing-verdict",
     "warn",
     "--emulator-args",
-    "--ttft-ms 30 --itl-ms 3",
+    "--ttft-ms 30 --itl-ms 3 --no-enable-per-request-metrics",  # a server that traces but sends no metrics
 ]
 
 

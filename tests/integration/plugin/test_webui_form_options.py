@@ -326,6 +326,8 @@ EFFECTS: dict[str, Effect] = {
     "slo": Effect("slo.yaml", check=lambda _, d: {s["metric"] for s in _summary(d)["slos"]} == {"e2e_ms"}),
     "run_fail_error_rate": Effect("0.001", "long", lambda _, d: _summary(d)["verdict"] == "run_failed"),
     "timing_verdict": Effect("fail", why="decides only when the timing is untrustworthy, not made so here"),
+    # the built-in emulator returns each request's own timing: judged on it, as asked
+    "timing_source": Effect("server", check=lambda _, d: _summary(d)["timing_source_used"] == "server"),
     "allow_lost_workers": Effect("true", why="decides only when a worker is lost: a local run has none"),
     "consistency_probes": Effect("2", check=lambda _, d: len(_lines(d / "probes.jsonl")) > 0),  # default: none
     "gpu_monitor": Effect("http://127.0.0.1:9/", why="no GPU sidecar answers there: no samples either way"),

@@ -12,6 +12,8 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
+import time
 import xml.etree.ElementTree as ET
 from contextlib import ExitStack, suppress
 from pathlib import Path
@@ -28,14 +30,27 @@ SLO = "slos:\n  '*':\n    ttft_ms: {p95: 5000}\n    tpot_ms: {p95: 1000}\n    e2
 SECONDS = 8
 
 
-def _contended_run(tmp_path: Path, neighbours: int) -> tuple[int, str, Path]:
+def _freeze_pulses(pid: int, done: threading.Event) -> None:
+    """Stop the load generator's process group for 30 ms of every 60 (SIGSTOP / SIGCONT): a client that cannot
+    run when its bytes arrive, as on a runner whose CPU is taken, whatever the scheduler makes of busy loops."""
+    while not done.is_set():
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGSTOP)
+        time.sleep(0.030)
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGCONT)
+        done.wait(0.030)
+
+
+def _contended_run(tmp_path: Path, neighbours: int, pulses: bool = False) -> tuple[int, str, Path]:
     """A chat run (8 users, 64 tokens, ``--timing-source auto``) on a core shared with ``neighbours`` busy
-    loops, against the emulator (TTFT 20 ms, ITL 3 ms, per-request metrics) on the other core."""
+    loops, against the emulator (TTFT 20 ms, ITL 3 ms, per-request metrics) on the other core; ``pulses``:
+    its process also stopped 30 ms of every 60."""
     assert _CPUS is not None
     client_cpu, server_cpu = _CPUS
     slo = tmp_path / "slo.yaml"
     slo.write_text(SLO)
-    runs = tmp_path / f"runs{neighbours}"
+    runs = tmp_path / f"runs{neighbours}{'-pulsed' if pulses else ''}"
     with ExitStack() as stack:
         emu = stack.enter_context(
             PinnedEmulator(
@@ -90,10 +105,18 @@ def _contended_run(tmp_path: Path, neighbours: int) -> tuple[int, str, Path]:
             text=True,
             start_new_session=True,
         )
+        done = threading.Event()
+        freezer = threading.Thread(target=_freeze_pulses, args=(proc.pid, done), daemon=True)
+        if pulses:
+            freezer.start()
         try:
-            out, _ = proc.communicate(timeout=SECONDS + 60)
+            out, _ = proc.communicate(timeout=SECONDS + 90)
         finally:
+            done.set()
+            if pulses:
+                freezer.join()
             with suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGCONT)
                 os.killpg(proc.pid, signal.SIGKILL)
     found = sorted(runs.glob("*"))
     assert found, out[-3000:]
@@ -102,9 +125,10 @@ def _contended_run(tmp_path: Path, neighbours: int) -> tuple[int, str, Path]:
 
 @pytest.mark.skipif(_CPUS is None, reason="needs two CPU cores: one for the client, one for the server")
 def test_auto_judges_a_starved_clients_run_on_the_servers_timing_and_says_so(tmp_path: Path) -> None:
-    # The neighbours usually starve the client at once; a client that read on time anyway is given more.
-    for neighbours in (3, 6, 10):
-        rc, out, run_dir = _contended_run(tmp_path, neighbours)
+    # The neighbours usually starve the client at once; a client that read on time anyway (a scheduler that
+    # favoured it, a busy machine's other load) is then stopped outright 30 ms of every 60.
+    for neighbours, pulses in ((3, False), (3, True)):
+        rc, out, run_dir = _contended_run(tmp_path, neighbours, pulses)
         summary = json.loads((run_dir / SUMMARY_FILE).read_text())
         if not summary["timing_fidelity"]["trustworthy"]:
             break

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from tests.conftest import ROOT
+from workloads.traffic.checks import NOT_JUDGED_STOPPED
 
 # In a process of its own: importing Locust patches the standard library (cooperative pipes, as in a run).
 _SCRIPT = """
@@ -65,3 +66,4 @@ def test_a_user_stopped_while_its_answer_is_checked_keeps_its_record(tmp_path: P
     assert record["ok"] and record["error_category"] is None, record
     assert record["ttft_s"] > 0 and record["output_tokens"] == 8
     assert record["check"] is None and record["check_results"] == ""
+    assert record["check_detail"] == NOT_JUDGED_STOPPED  # why its answer has no verdict, on the record

@@ -27,7 +27,7 @@ from ...client import CompletionRequest, LlmClient, TargetError
 from ...client.backoff import CAP_S, FIRST_S, Backoff
 from ...rundir import ErrorCategory, RequestRecord
 from ...traffic import MODELS, TrafficModel, WorkloadSettings
-from ...traffic.checks import check_record
+from ...traffic.checks import NOT_JUDGED_STOPPED, check_record
 from ..core import locust_compat
 from ..core.context import context
 from ..core.options import RunOptions
@@ -100,7 +100,7 @@ def send(environment: Environment, client: LlmClient, req: CompletionRequest, mo
         except gevent.GreenletExit:
             # The run stopped this user while its answer was being checked: the request itself completed, and
             # its record is kept (its answer unjudged) before the user ends — it was lost before.
-            record.check, record.check_results = None, ""
+            record.check, record.check_results, record.check_detail = None, "", NOT_JUDGED_STOPPED
             ctx.emit(record)
             _fire_stats(environment, record)
             raise
