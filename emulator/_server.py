@@ -307,6 +307,8 @@ class EmulatorServer:
             else:
                 delta, answer_begins = self._content_delta(plan, truth, sent_tokens, k)
             sent_tokens += k
+            if i == 0:
+                truth.ttft_before_write_s = time.perf_counter() - arrived
             writer.write(chunk(sse_event(plan, rid, created, delta, finish, sent_tokens if plan.continuous else None)))
             now = time.perf_counter()
             if answer_begins:

@@ -22,8 +22,11 @@ class Truth:
     imposed_itl_s: float
     #: queued → a ``--max-num-seqs`` slot (vLLM's ``queue_time_ms``)
     queue_s: float = 0.0
-    #: arrival → the first token's event
+    #: arrival → the first token's event, stamped as its write() returned
     ttft_s: float | None = None
+    #: arrival → just before that write(): with ``ttft_s`` it brackets when the first token left (a server
+    #: preempted right after the write stamps ``ttft_s`` late by as much)
+    ttft_before_write_s: float | None = None
     itl_s: list[float] = field(default_factory=list)
     reasoning_tokens: int = 0
     #: arrival → the chunk carrying the first answer token, when the request reasoned first
@@ -74,6 +77,7 @@ def truth_dict(t: Truth) -> dict[str, Any]:
         "imposed_itl_s": t.imposed_itl_s,
         "queue_s": t.queue_s,
         "ttft_s": t.ttft_s,
+        "ttft_before_write_s": t.ttft_before_write_s,
         "itl_s": t.itl_s,
         "reasoning_tokens": t.reasoning_tokens,
         "ttft_answer_s": t.ttft_answer_s,

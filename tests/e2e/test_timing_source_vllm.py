@@ -154,5 +154,8 @@ def test_a_starved_client_is_unreliable_seen_by_the_server_and_judged_on_its_tim
     # reliably apart (p50 21.0 vs 21.1 ms, p99 45 vs 93 ms in one run; p50 25.5 vs 18.4, p99 64 vs 51 in the
     # next): kernel receive stamps keep most first tokens' time, and run-to-run drift on a shared box is larger.
     clock = auto["timing_fidelity"]["second_clock"]
-    assert clock["compared"] == "ttft" and clock["agrees"] is True, figures
-    assert clock["late_overhead_p50_ms"] > clock["on_time_overhead_p50_ms"], figures
+    if clock["compared"] == "ttft":
+        assert clock["agrees"] is True, figures
+        assert clock["late_overhead_p50_ms"] > clock["on_time_overhead_p50_ms"], figures
+    else:  # fewer than 5 first tokens read late: streams read at once compared by their ITL residual, if any
+        assert clock["compared"] in ("itl", "") and clock["agrees"] is not False, figures
