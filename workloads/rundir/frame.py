@@ -35,13 +35,46 @@ from .segments import ITL_COLUMN, SCHEMA, SEGMENTS_DIR, rows_to_batch, segment_b
 __all__ = ["FRAME_COLUMNS", "ItlHistogram", "ItlSource", "frame_from_rows", "read_requests_frame", "string_key"]
 
 #: the scalar columns of a report's table (see RequestRecord for their meaning; ``session_id`` as a key)
-FRAME_COLUMNS = ("workload", "model", "worker_id", "start_epoch_s", "ok", "status_code", "error_category",
-                 "error_detail", "prompt_tokens", "output_tokens", "ttft_s", "e2e_s", "tpot_s", "warmup",
-                 "send_lag_s", "timing_violation", "target", "token_events", "late_events", "ttft_late",
-                 "read_lag_max_s", "session_id", "session_end", "tool_calls", "ttft_tool_s", "tool_call_s",
-                 "tool_call_tokens", "cached_tokens", "check", "check_results", "needle_depth", "server_queue_s",
-                 "server_ttft_s", "server_decode_s", "server_itl_s", "overhead_s", "server_frontend_s",
-                 "trace_id")  # fmt: skip
+FRAME_COLUMNS = (
+    "workload",
+    "model",
+    "worker_id",
+    "start_epoch_s",
+    "ok",
+    "status_code",
+    "error_category",
+    "error_detail",
+    "prompt_tokens",
+    "output_tokens",
+    "ttft_s",
+    "e2e_s",
+    "tpot_s",
+    "warmup",
+    "send_lag_s",
+    "timing_violation",
+    "target",
+    "token_events",
+    "late_events",
+    "ttft_late",
+    "read_lag_max_s",
+    "session_id",
+    "session_end",
+    "tool_calls",
+    "ttft_tool_s",
+    "tool_call_s",
+    "tool_call_tokens",
+    "cached_tokens",
+    "check",
+    "check_results",
+    "needle_depth",
+    "server_queue_s",
+    "server_ttft_s",
+    "server_decode_s",
+    "server_itl_s",
+    "overhead_s",
+    "server_frontend_s",
+    "trace_id",
+)
 _EXACT_BELOW_US = 1 << 20
 _HIGH_RATIO = 1.0001
 _HIGH_BINS = int(np.ceil(np.log(2**31 / _EXACT_BELOW_US) / np.log(_HIGH_RATIO))) + 1
@@ -256,10 +289,19 @@ def string_key(value: str | None) -> int:
 #: token counts and latencies stay float64, so that sums and percentiles are exact; a request's tool calls,
 #: argument and cached tokens: whole numbers below 2**24, exact in float32, summed as float64 by the reports
 #: (NaN: not reported, or an older record without them)
-_DTYPES = {"ok": np.bool_, "warmup": np.bool_, "status_code": np.float32, "send_lag_s": np.float32,
-           "session_end": np.bool_, "tool_calls": np.float32, "tool_call_tokens": np.float32,
-           "cached_tokens": np.float32, "session_id": np.int64, "trace_id": np.int64,
-           "needle_depth": np.float32}  # fmt: skip
+_DTYPES = {
+    "ok": np.bool_,
+    "warmup": np.bool_,
+    "status_code": np.float32,
+    "send_lag_s": np.float32,
+    "session_end": np.bool_,
+    "tool_calls": np.float32,
+    "tool_call_tokens": np.float32,
+    "cached_tokens": np.float32,
+    "session_id": np.int64,
+    "trace_id": np.int64,
+    "needle_depth": np.float32,
+}
 
 
 def read_requests_frame(run_dir: Path | str) -> tuple[pd.DataFrame, ItlSource]:

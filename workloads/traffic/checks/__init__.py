@@ -24,8 +24,18 @@ from ...rundir import RequestRecord
 from ...rundir.records import CHECK_NAMES
 from ...rundir.secrets import redact
 
-__all__ = ["CHECK_NAMES", "NOT_JUDGED_STOPPED", "Check", "CheckCall", "CheckOutcome", "FailedAnswers", "Reply",
-           "check_record", "judge", "named"]  # fmt: skip
+__all__ = [
+    "CHECK_NAMES",
+    "NOT_JUDGED_STOPPED",
+    "Check",
+    "CheckCall",
+    "CheckOutcome",
+    "FailedAnswers",
+    "Reply",
+    "check_record",
+    "judge",
+    "named",
+]
 
 #: ``check_detail`` of a completed request whose answer was not judged: the run stopped its user while its
 #: answer was being checked (``check`` None, ``check_results`` empty; counted in no answer-quality figure)
