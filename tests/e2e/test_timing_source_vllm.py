@@ -11,9 +11,11 @@ Against the same server, after a warm-up:
   and the console, summary.json, JUnit and the report say so (never as what users saw);
 * the same records judged with the default (``--timing-source client``, rebuilt by ``python -m reports
   build``, which reads the run's options from run.json) are ``unreliable`` (exit 5), and their residuals — the
-  overhead outside vLLM's engine per record (TTFT − queue − server TTFT) — are larger where the client flagged
-  its first token late than where it read on time: the server's clock agrees with the flags. The quiet run's
-  residuals are printed beside the starved run's; they are not asserted apart (see the test's last lines).
+  overhead outside vLLM's engine per record (TTFT − queue − server TTFT) — never contradict the flags: where the
+  client flagged its first token late they are larger (the server's clock agrees) or within the on-time ones'
+  spread (it cannot tell; kernel receive stamps keep most late reads' first-token time), and the verdict quotes
+  which. The quiet run's residuals are printed beside the starved run's; they are not asserted apart (see the
+  test's last lines).
 
 A client that read on time beside four loops anyway (the machine's other load varies) is given more, twice.
 """
@@ -35,6 +37,7 @@ from typing import Any
 import psutil
 import pytest
 
+from reports.judging.formats import ms
 from tests.conftest import run_locust
 from tests.wire.procs import BusyNeighbours, two_cpus
 
@@ -149,13 +152,17 @@ def test_a_starved_client_is_unreliable_seen_by_the_server_and_judged_on_its_tim
     )
     assert build.returncode == 5, build.stdout[-2000:] + build.stderr[-2000:]
     assert json.loads((default / "summary.json").read_text())["verdict"] == "unreliable"
-    # The server's clock sees the late reads: the first tokens the client flagged late have the larger overhead
-    # (+7.9 and +8.5 ms at the median in two runs here). Set against the quiet run, the run-level overhead is not
-    # reliably apart (p50 21.0 vs 21.1 ms, p99 45 vs 93 ms in one run; p50 25.5 vs 18.4, p99 64 vs 51 in the
-    # next): kernel receive stamps keep most first tokens' time, and run-to-run drift on a shared box is larger.
+    # The server's clock never contradicts the late-read flags. Whether it sees them depends on the run: the first
+    # tokens flagged late had the larger overhead by +7.9 and +8.5 ms at the median in two runs here, and by
+    # -0.2 ms (19.3 vs 19.5, "cannot tell") in CI's: kernel receive stamps keep most first tokens' time, so a late
+    # read moves the overhead only when the stamp is missing, and the front end's own spread is as large. Set
+    # against the quiet run, the run-level overhead is not reliably apart either (p50 21.0 vs 21.1 ms, p99 45 vs
+    # 93 ms in one run; p50 25.5 vs 18.4, p99 64 vs 51 in the next).
     clock = auto["timing_fidelity"]["second_clock"]
-    if clock["compared"] == "ttft":
-        assert clock["agrees"] is True, figures
-        assert clock["late_overhead_p50_ms"] > clock["on_time_overhead_p50_ms"], figures
-    else:  # fewer than 5 first tokens read late: streams read at once compared by their ITL residual, if any
-        assert clock["compared"] in ("itl", "") and clock["agrees"] is not False, figures
+    assert clock["compared"] in ("ttft", "itl", ""), figures
+    assert clock["agrees"] is not False, figures
+    if clock["compared"] == "ttft":  # the comparison is quoted where the verdict is read
+        reason = auto["timing_fidelity"]["reason"]
+        assert f"TTFTs read late had overhead p50 {ms(clock['late_overhead_p50_ms'])} ms" in reason, figures
+        verdict = "agrees with the late-read flags" if clock["agrees"] else "cannot tell them apart"
+        assert verdict in reason, figures
