@@ -186,6 +186,30 @@ class ItlSource:
         self._cache.append((mask.copy(), per_label))
         return _merged(per_label.values())
 
+    def gap_counts(self, mask: np.ndarray, threshold_s: float) -> tuple[np.ndarray, np.ndarray]:
+        """Per request selected by ``mask`` (in table order): its gap count and how many of its gaps are at most
+        ``threshold_s`` (the clusters of an ITL percentile's interval). One streaming pass, a batch at a time."""
+        counts = np.zeros(int(mask.sum()), dtype=np.int64)
+        below = np.zeros_like(counts)
+        threshold_us = threshold_s * 1e6
+        row = out = 0
+        for col in self._batches():
+            if row >= self._n:
+                break
+            col = col.slice(0, self._n - row)
+            lens = pc.fill_null(pc.list_value_length(col), 0).to_numpy().astype(np.int64)
+            start = col.offsets[0].as_py()
+            flat = col.values.slice(start, int(lens.sum())).to_numpy(zero_copy_only=False)
+            running = np.concatenate([[0], np.cumsum(flat <= threshold_us)])  # gaps ≤ threshold so far
+            ends = np.cumsum(lens)
+            at_most = running[ends] - running[ends - lens]
+            picked = mask[row : row + len(col)]
+            k = int(picked.sum())
+            counts[out : out + k], below[out : out + k] = lens[picked], at_most[picked]
+            out += k
+            row += len(col)
+        return counts, below
+
     def _scan(self, mask: np.ndarray) -> dict[int, ItlHistogram]:
         out: dict[int, ItlHistogram] = {}
         labels = np.where(mask, self._labels, -1)

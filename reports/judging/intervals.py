@@ -1,0 +1,236 @@
+"""Confidence intervals for the figures a run is judged on, and how many samples a clear answer needs.
+
+A figure measured on the requests of one run is an estimate of what the deployment does: run the same test
+again and the p99 comes out different. An interval at 95% confidence is a range built so that, over many runs,
+it holds the true figure 95 times in 100. The methods, in plain words:
+
+* **Percentiles** (:func:`quantile_interval`): no assumption about the shape of the latency distribution.
+  Of n independent samples, the number at or below the true p99 is binomial (n, 0.99), so the chance that the
+  k-th smallest sample lies above the true p99 is an exact binomial probability. The interval runs from the
+  sample that is above the true value with a chance of 2.5% to the one below it with a chance of 2.5%,
+  interpolated between neighbouring samples (linearly in that chance), so the interval holds the truth about
+  95% of the time rather than jumping to 98%. When the sample is too small to bound one end — a p99 of 200
+  requests: with a chance of 0.99^200 = 13% no request at all is above the true p99 — that end is left open
+  (``None``) and the other end takes the whole 5%. Only the few order statistics needed are selected
+  (``numpy.partition``, in place), so 20 million latencies need no second copy.
+* **Correlated samples** (the turns of one chat session, the token gaps of one request) are not independent:
+  ten gaps of one slow request do not make ten independent slow observations. A *design effect* measures it:
+  the variance of the share of samples below the estimate when whole clusters are resampled (Woodruff's
+  cluster-robust variance) over the variance if every sample were independent (at least 1). The interval is
+  then built as for ``n / design effect`` independent samples (``n_eff``) and read off the whole sample at the
+  same levels.
+* **Error shares** (:func:`proportion_interval`): Wilson's score interval, with n replaced by ``n_eff``.
+* **Rates** (requests/s, tokens/s; :func:`rate_interval`): the count of events in the window as Poisson, with
+  the mid-p exact interval (near 95%; the classic exact one holds the truth 97–98% of the time at small counts).
+* **Means** (:func:`mean_interval`): Student's t, with the clusters' variance when clusters are given.
+* **Samples needed** (:func:`needed_samples_quantile`, :func:`needed_samples_proportion`): at the spread
+  observed (the sample's own share of values below the target), the smallest total number of samples whose
+  interval would lie wholly on one side of the target; ``None`` when the estimate sits on the target (no
+  sample size settles it) or more than 10^9 would be needed.
+* **Changes** between two runs (:func:`change_interval_pct`, :func:`paired_change_interval_pct`): the interval
+  of ``(new / base − 1) × 100``. Independent runs combine the two intervals' half-widths on the log scale;
+  paired samples (the same prompt sent to both targets) are resampled pair by pair (bootstrap).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from scipy import optimize, special, stats
+
+from reports.judging.interval_changes import (
+    change_interval_pct,
+    needed_samples_proportion,
+    needed_samples_quantile,
+    paired_change_interval_pct,
+)
+from reports.judging.interval_math import (
+    CHUNK,
+    DEFAULT_CONFIDENCE,
+    Interval,
+    alpha_of,
+    count_nan,
+    level_of,
+    values_at_ranks,
+    whole_ranks,
+    wilson,
+)
+from workloads.rundir import ItlHistogram, ItlSource
+
+__all__ = [
+    "DEFAULT_CONFIDENCE",
+    "Interval",
+    "change_interval_pct",
+    "histogram_quantile_interval",
+    "itl_design_effect",
+    "mean_interval",
+    "needed_samples_proportion",
+    "needed_samples_quantile",
+    "paired_change_interval_pct",
+    "proportion_interval",
+    "quantile_interval",
+    "rate_interval",
+]
+
+_ESTIMATE_SAMPLE = 1 << 20  # values a clustered sample's point estimate is taken from (every k-th above this)
+
+
+def _design_effect(below: np.ndarray, counts: np.ndarray) -> float:
+    """Woodruff: the cluster-robust variance of the share below (clusters' ``below`` of ``counts``) over the
+    binomial one, at least 1 (1 when it cannot be told: one cluster, or every sample on one side)."""
+    total = float(counts.sum())
+    used = counts > 0
+    g = int(np.count_nonzero(used))
+    p = float(below.sum()) / total if total else 0.0
+    if g < 2 or not 0 < p < 1:
+        return 1.0
+    resid = below[used] - p * counts[used]
+    var_cluster = g / (g - 1) * float(np.dot(resid, resid)) / total**2
+    return max(1.0, var_cluster / (p * (1 - p) / total))
+
+
+def _cluster_design_effect(values: np.ndarray, q: float, clusters: np.ndarray) -> float:
+    """The design effect of ``values`` grouped by ``clusters`` at the q-quantile (values keep their order)."""
+    if clusters.shape != values.shape:
+        raise ValueError(f"clusters ({clusters.shape}) must match the values ({values.shape}) one for one")
+    step = max(1, -(-values.size // _ESTIMATE_SAMPLE))
+    sub = values[::step].copy()
+    sub = sub[~np.isnan(sub)]
+    if sub.size == 0:
+        return 1.0
+    estimate = float(np.quantile(sub, q))  # from every step-th value when there are millions: the same point
+    codes, uniques = pd.factorize(clusters)
+    g = len(uniques)
+    below = np.zeros(g, dtype=np.float64)
+    counts = np.zeros(g, dtype=np.float64)
+    for i in range(0, values.size, CHUNK):
+        part, code = values[i : i + CHUNK], codes[i : i + CHUNK]
+        counts += np.bincount(code[~np.isnan(part)], minlength=g)
+        below += np.bincount(code[part <= estimate], minlength=g)
+    return _design_effect(below, counts)
+
+
+def quantile_interval(
+    values: np.ndarray, q_pct: float, confidence: float, clusters: np.ndarray | None = None
+) -> Interval:
+    """The distribution-free interval of percentile ``q_pct`` of ``values`` (1-D float, any order, NaN
+    ignored; **reordered in place**: pass a copy to keep the order). ``clusters``: a key per value; values
+    sharing a key are one cluster (a session), not independent. See the module doc for the method."""
+    alpha, q = alpha_of(confidence), level_of(q_pct)
+    if values.ndim != 1:
+        raise ValueError("quantile_interval takes a 1-D array of values")
+    if values.dtype.kind != "f":
+        values = values.astype(np.float64)
+    n = values.size - count_nan(values)
+    if n == 0:
+        return Interval(None, None, confidence, 0, 0.0)
+    deff = 1.0 if clusters is None else _cluster_design_effect(values, q, np.asarray(clusters))
+    n_eff = n / deff
+    low, high = values_at_ranks(values, n, list(whole_ranks(n, n_eff, q, alpha)))
+    return Interval(low, high, confidence, n, n_eff)
+
+
+def histogram_quantile_interval(hist: ItlHistogram, q_pct: float, confidence: float, deff: float = 1.0) -> Interval:
+    """The interval of percentile ``q_pct`` (seconds) of the gaps counted in ``hist``, as
+    :func:`quantile_interval` for ``hist.size / deff`` effective samples (``deff``: :func:`itl_design_effect`)."""
+    alpha, q = alpha_of(confidence), level_of(q_pct)
+    n = int(hist.size)
+    if n == 0:
+        return Interval(None, None, confidence, 0, 0.0)
+    n_eff = n / max(1.0, deff)
+    ranks = whole_ranks(n, n_eff, q, alpha)
+    levels = [0.0 if r is None or n == 1 else 100.0 * (r - 1) / (n - 1) for r in ranks]
+    low, high = (float(v) for v in hist.percentiles(levels))
+    return Interval(None if ranks[0] is None else low, None if ranks[1] is None else high, confidence, n, n_eff)
+
+
+def itl_design_effect(run_itl_column: ItlSource | None, mask: np.ndarray, q_pct: float) -> float:
+    """The design effect of the ITL gaps of the requests selected by ``mask`` at their percentile ``q_pct``:
+    the gaps of one request are one cluster. Streams the gaps twice (the histogram, then per-request counts).
+    1.0 without gaps (``None``: a run that recorded none)."""
+    if run_itl_column is None:
+        return 1.0
+    hist = run_itl_column.histogram(mask)
+    if hist.size == 0:
+        return 1.0
+    estimate_s = float(hist.percentiles([q_pct])[0])
+    counts, below = run_itl_column.gap_counts(mask, estimate_s)
+    return _design_effect(below.astype(np.float64), counts.astype(np.float64))
+
+
+def proportion_interval(k: int, n: int, confidence: float, deff: float = 1.0) -> Interval:
+    """Wilson's score interval of the share ``k / n`` (an error rate) with ``n / deff`` effective samples."""
+    alpha = alpha_of(confidence)
+    if n <= 0:
+        return Interval(0.0, 1.0, confidence, 0, 0.0)
+    n_eff = n / max(1.0, deff)
+    low, high = wilson(k / n, n_eff, float(stats.norm.ppf(1 - alpha / 2)))
+    return Interval(low, high, confidence, n, n_eff)
+
+
+def rate_interval(count: int, window_s: float, confidence: float, deff: float = 1.0) -> Interval:
+    """The interval of ``count / window_s`` events per second: the count as Poisson (mid-p exact interval),
+    its variance ``deff`` times the Poisson one (clustered or bursty events)."""
+    alpha = alpha_of(confidence)
+    if window_s <= 0:
+        raise ValueError(f"a rate needs a window longer than 0 s, not {window_s}")
+    deff = max(1.0, deff)
+    x = count / deff
+    low, high = _poisson_mid_p(x, alpha)
+    return Interval(low * deff / window_s, high * deff / window_s, confidence, int(count), x)
+
+
+def _poisson_mid_p(x: float, alpha: float) -> tuple[float, float]:
+    """Mid-p bounds of a Poisson mean from observed (possibly fractional, effective) count ``x``."""
+    a = alpha / 2
+    if x <= 0:
+        return 0.0, -math.log(alpha)  # ½·P(X = 0) = α/2
+
+    def pmf(lam: float) -> float:
+        return math.exp(x * math.log(lam) - lam - math.lgamma(x + 1))
+
+    def above(lam: float) -> float:  # P(X > x) + ½P(X = x), rising with lam
+        return float(special.gammainc(x, lam)) - 0.5 * pmf(lam) - a
+
+    def below(lam: float) -> float:  # P(X < x) + ½P(X = x), falling with lam
+        return float(special.gammaincc(x + 1, lam)) - 0.5 * pmf(lam) - a
+
+    exact_low = max(float(stats.chi2.ppf(a, 2 * x)) / 2, 1e-300)  # Garwood's bounds contain the mid-p ones
+    exact_high = float(stats.chi2.ppf(1 - a, 2 * x + 2)) / 2
+    low = optimize.brentq(above, exact_low, x + 1) if above(exact_low) < 0 < above(x + 1) else exact_low
+    high = optimize.brentq(below, x, exact_high) if below(x) > 0 > below(exact_high) else exact_high
+    return float(low), float(high)
+
+
+def mean_interval(values: np.ndarray, confidence: float, clusters: np.ndarray | None = None) -> Interval:
+    """Student's t interval of the mean of ``values`` (NaN ignored); with ``clusters``, the standard error is the
+    cluster-robust one (at least the independent one) and the degrees of freedom clusters − 1."""
+    alpha = alpha_of(confidence)
+    values = np.asarray(values, dtype=np.float64)
+    ok_parts = [(i, ~np.isnan(values[i : i + CHUNK])) for i in range(0, values.size, CHUNK)]
+    n = sum(int(np.count_nonzero(ok)) for _, ok in ok_parts)
+    if n < 2:
+        return Interval(None, None, confidence, n, float(n))
+    total = sum(float(values[i : i + CHUNK][ok].sum()) for i, ok in ok_parts)
+    mean = total / n
+    ss = sum(float(np.sum((values[i : i + CHUNK][ok] - mean) ** 2)) for i, ok in ok_parts)
+    var_iid = ss / (n - 1) / n
+    deff, df = 1.0, n - 1
+    if clusters is not None:
+        codes, uniques = pd.factorize(np.asarray(clusters))
+        g = len(uniques)
+        sums, counts = np.zeros(g), np.zeros(g)
+        for i, ok in ok_parts:
+            code = codes[i : i + CHUNK][ok]
+            sums += np.bincount(code, weights=values[i : i + CHUNK][ok], minlength=g)
+            counts += np.bincount(code, minlength=g)
+        g = int(np.count_nonzero(counts))
+        if g < 2:
+            return Interval(None, None, confidence, n, 1.0)
+        resid = sums - mean * counts
+        var_cluster = g / (g - 1) * float(np.dot(resid, resid)) / n**2
+        deff, df = (max(1.0, var_cluster / var_iid) if var_iid > 0 else 1.0), g - 1
+    half = float(stats.t.ppf(1 - alpha / 2, df)) * math.sqrt(var_iid * deff)
+    return Interval(mean - half, mean + half, confidence, n, n / deff)
