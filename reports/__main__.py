@@ -1,7 +1,8 @@
 """``python -m reports``: build a run's report, or compare runs.
 
     python -m reports build RUN_DIR [--slo slo.yaml] [--gpu-cost-per-hour 2.5]
-    python -m reports compare RUN_A RUN_B ... [--baseline 0] [--threshold 10] [--details] [--html out.html]
+    python -m reports compare RUN_A RUN_B ... [--baseline 0] [--threshold 10] [--confidence 0.95] [--details]
+        [--html out.html]
         (a RUN is a tokenstorm run directory, a `vllm bench serve --save-result` JSON file or a GuideLLM
         JSON report; an A/B run alone compares its targets)
     python -m reports alert-rules slo.yaml [--window 5m] [--for 5m] > tokenstorm-rules.yml
@@ -12,7 +13,8 @@ is incomplete (interrupted before its planned end, a worker lost, or it never fi
 --live, which writes report.html only), 5 when the SLOs were judged on timing that is not trustworthy
 (the load generator read late: more than 5% of token events or TTFTs, at least 5; see the report's
 timing-fidelity line); compare exits 1 when a run regressed against the baseline by more than the
-threshold (it says so when the runs' load differed), 2 when a run cannot be read.
+threshold (the whole interval of the change beyond it, at --confidence; it says so when the runs' load
+differed), 2 when a run cannot be read.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from reports.build import build_report, spec_for_run
 from reports.compare.runs import CompareInputError, compare_runs
 from reports.judging.alerts import AlertRuleError, alert_rules
 from reports.judging.slo_spec import SloSpecError, load_slo_spec
+from workloads.rundir import parse_confidence
 from workloads.rundir.faults import WriteFailed
 
 _PROG = "python -m reports"
@@ -81,6 +84,12 @@ def main(argv: list[str] | None = None, prog: str = _PROG, names: Mapping[str, s
     b.add_argument("--live", action="store_true", help="a snapshot of a run still going (not 'incomplete')")
     b.add_argument("--gpu-cost-per-hour", type=float, default=None,
                    help="price of one GPU-hour: adds the cost per 1M tokens (overrides the run's)")  # fmt: skip
+    b.add_argument(
+        "--confidence",
+        default=None,
+        help="judge each SLO by its interval at this confidence (default: the run's --confidence, 0.95; 0: the "
+        "point estimates)",
+    )
     c = sub.add_parser(
         "compare",
         prog=prog_of("compare"),
@@ -97,6 +106,12 @@ def main(argv: list[str] | None = None, prog: str = _PROG, names: Mapping[str, s
     c.add_argument("--baseline", type=int, default=0, help="index of the baseline run (default 0: the first)")
     c.add_argument("--threshold", type=float, default=10.0, help="regression threshold in percent (default 10)")
     c.add_argument("--html", type=Path, default=None, help="also write the comparison as HTML")
+    c.add_argument(
+        "--confidence",
+        default=None,
+        help="a regression only when the change's interval at this confidence is wholly beyond the threshold "
+        "(default: the baseline run's --confidence, 0.95; 0: the point estimates)",
+    )
     c.add_argument(
         "--details",
         "--all",
@@ -127,7 +142,13 @@ def main(argv: list[str] | None = None, prog: str = _PROG, names: Mapping[str, s
             return 0
         if args.cmd == "build":
             spec = spec_for_run(args.run_dir, args.slo)
-            result = build_report(args.run_dir, spec, live=args.live, gpu_cost_per_hour=args.gpu_cost_per_hour)
+            try:
+                level = None if args.confidence is None else parse_confidence(args.confidence)
+            except ValueError as exc:
+                b.error(str(exc))
+            result = build_report(
+                args.run_dir, spec, live=args.live, gpu_cost_per_hour=args.gpu_cost_per_hour, confidence=level
+            )
             print(f"{who}: {result.summary.verdict}: {result.summary.reason}")
             written = [result.report.name] if args.live else [result.report.name, result.junit.name,
                                                                  result.summary_json.name]  # fmt: skip
@@ -136,7 +157,11 @@ def main(argv: list[str] | None = None, prog: str = _PROG, names: Mapping[str, s
         if not 0 <= args.baseline < len(args.run_dirs):
             c.error("--baseline must index one of the runs given")
         try:
-            comparison = compare_runs(args.run_dirs, args.baseline, args.threshold)
+            confidence = None if args.confidence is None else parse_confidence(args.confidence)
+        except ValueError as exc:
+            c.error(str(exc))
+        try:
+            comparison = compare_runs(args.run_dirs, args.baseline, args.threshold, confidence)
         except (CompareInputError, ValueError) as exc:  # a file that is no run (malformed, newer schema)
             print(f"{who}: {exc}", file=sys.stderr)
             return 2

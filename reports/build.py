@@ -31,7 +31,7 @@ class BuildResult:
     def exit_code(self) -> int:
         """0 SLOs held, 1 an SLO failed, 3 the run itself failed, 4 the run is incomplete, 5 the SLOs
         were judged on timing that is not trustworthy (the load generator read late: see
-        ``summary.fidelity``)."""
+        ``summary.fidelity``), 6 inconclusive (no SLO failed; an interval straddles its target)."""
         return EXIT_CODES[self.summary.verdict]
 
 
@@ -48,21 +48,25 @@ def spec_for_run(run_dir: Path, override: Path | None = None) -> SloSpec:
 
 
 def build_report(run_dir: Path, spec: SloSpec | None = None, run_failed_error_rate: float = 0.5,
-                 live: bool = False, gpu_cost_per_hour: float | None = None) -> BuildResult:  # fmt: skip
+                 live: bool = False, gpu_cost_per_hour: float | None = None,
+                 confidence: float | None = None) -> BuildResult:  # fmt: skip
     """Write the three outputs into ``run_dir`` (``live``: a view of a run still going — report.html only;
-    ``gpu_cost_per_hour``: a price that overrides the run's and the SLO file's)."""
+    ``gpu_cost_per_hour``: a price that overrides the run's and the SLO file's; ``confidence``: the SLO
+    intervals' (overrides the run's ``--confidence``; 0: point estimates))."""
     run = load_run(run_dir)
+    if confidence is not None:
+        run.meta.options["confidence"] = confidence
     spec = spec or spec_for_run(run_dir)
     limit = float(run.meta.option("run_fail_error_rate", run_failed_error_rate))
     summary = summarize(run, spec, run_failed_error_rate=limit, live=live, gpu_cost_per_hour=gpu_cost_per_hour)
     summary.sweep = sweep_block(run)
     # The knee, not the pooled levels: a sweep means to push its top levels past what holds (its load
     # generators' too), and each level's timing is judged with the level.
-    if summary.sweep is not None and summary.verdict in ("passed", "failed", "unreliable"):
+    if summary.sweep is not None and summary.verdict in ("passed", "failed", "unreliable", "inconclusive"):
         summary.verdict, summary.reason = sweep_verdict(summary.sweep)
     # A capacity search stops at the step that broke: its verdict is the highest step that held, not the pool.
     summary.capacity = capacity_block(run) if summary.sweep is None else None
-    if summary.capacity is not None and summary.verdict in ("passed", "failed", "unreliable"):
+    if summary.capacity is not None and summary.verdict in ("passed", "failed", "unreliable", "inconclusive"):
         summary.verdict, summary.reason = capacity_verdict(summary.capacity)
     report = run_dir / REPORT_FILE
     # Each written whole or not at all (WriteFailed on a full disk; no .tmp file left behind).

@@ -14,6 +14,19 @@ from reports.data.columns import chunks, dropped_nan, masked_sum, measures, sele
 from reports.data.rundir import RunData
 from reports.judging import quality as _quality
 from reports.judging.agent import sessions
+from reports.judging.confidence import (
+    FAILED,
+    HELD,
+    INCONCLUSIVE,
+    Evidence,
+    clusters_of,
+    error_evidence,
+    latency_evidence,
+    outcome,
+    rate_evidence,
+    run_confidence,
+)
+from reports.judging.intervals import itl_design_effect
 from reports.judging.quality import CONSISTENCY_METRIC, is_quality_metric
 from reports.judging.slo_spec import (
     GPU_SAMPLED_METRICS,
@@ -46,6 +59,21 @@ class SloResult:
     target: str = ""  # the A/B target judged (--targets); empty in a one-target run
     #: False: not judged (a GPU SLO on a run that sampled no GPU): ``passed`` then holds, ``note`` says why
     judged: bool = True
+    #: "held", "failed" or "inconclusive" (the interval straddles the target); "" when not judged
+    result: str = ""
+    #: the interval of ``measured`` at ``confidence`` (None: that end unbounded, or no interval: ``confidence`` 0
+    #: or a figure judged on its value)
+    ci_low: float | None = None
+    ci_high: float | None = None
+    confidence: float = 0.0
+    #: inconclusive: judged requests (ITL: gaps) in all that a conclusive answer needs at the spread observed
+    needed_requests: int | None = None
+    #: the judged samples behind ``measured`` (requests, sessions or ITL gaps)
+    samples: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.result and self.judged:  # judged on its value (no interval): held or failed
+            self.result = HELD if self.passed else FAILED
 
     def as_dict(self) -> dict[str, Any]:
         """For JSON."""
@@ -120,8 +148,11 @@ def gpu_count(run: RunData, spec: SloSpec) -> int:
     return spec.gpus or int(run.meta.option("gpus", 0) or 0) or 1
 
 
-def evaluate(run: RunData, spec: SloSpec, within: np.ndarray | None = None, target: str = "") -> list[SloResult]:
-    """Judge every target of ``spec`` on ``run``'s raw records (``within``: only those; an A/B ``target``'s)."""
+def evaluate(
+    run: RunData, spec: SloSpec, within: np.ndarray | None = None, target: str = "", confidence: float | None = None
+) -> list[SloResult]:
+    """Judge every target of ``spec`` on ``run``'s raw records (``within``: only those; an A/B ``target``'s), each
+    by its interval at ``confidence`` (default: the run's ``--confidence``; 0: the point estimates)."""
     df = run.requests
     judged = judged_mask(run, spec) if within is None else judged_mask(run, spec) & within
     workloads = workloads_in(df, judged)
@@ -144,12 +175,11 @@ def evaluate(run: RunData, spec: SloSpec, within: np.ndarray | None = None, targ
         else:
             expanded.append(t)
     ok_all = df["ok"].fillna(False).astype(bool).to_numpy() if len(df) else np.zeros(0, dtype=bool)
+    level = run_confidence(run, confidence)
     for t in expanded:
         scope_mask = judged.copy()
         if t.scope not in ("run", "*"):  # "*" here: a quality target no workload's answers were checked for
             scope_mask &= (df["workload"] == t.scope).to_numpy()
-        measured: float | None
-        note = ""
         if t.metric in GPU_SAMPLED_METRICS and run.gpu.empty:  # not judged (said so), never failed for no sample
             results.append(
                 SloResult(
@@ -161,57 +191,121 @@ def evaluate(run: RunData, spec: SloSpec, within: np.ndarray | None = None, targ
                     None,
                     True,
                     NOT_JUDGED_NO_GPU,
-                    None,
-                    target,
+                    target=target,
                     judged=False,
                 )
             )
             continue
-        if t.metric == "gpu_memory_gb":
-            measured = float(run.gpu["mem_used_mib"].max()) * 2**20 / 1e9
-        elif t.metric == CONSISTENCY_METRIC:
-            measured, note = _quality.measure_consistency(run, target)
-        elif not scope_mask.any():
-            measured, note = None, f"no judged requests for {t.scope!r}"
-        elif t.metric == "error_rate":
-            measured = float(1.0 - ok_all[scope_mask].mean())
-        elif is_quality_metric(t.metric):
-            measured, note = _quality.measure_quality(run, t.metric, scope_mask & ok_all)
-        elif t.metric in LATENCY_METRICS:
-            ok_mask = scope_mask & ok_all
-            column = latency_column(run, t.metric)
-            values: np.ndarray | ItlHistogram = (
-                run.itl_values(ok_mask) if column == "itl" else selected(df, column, ok_mask)
-            )
-            seconds = stat_of(values, t.stat)
-            measured = None if seconds is None else seconds * 1000
-            if measured is None:
-                note = "no tool calls to measure" if t.metric == "tool_call_ms" else "no successful requests to measure"
-                note = NO_SERVER_TIMING if t.metric in SERVER_TIMING_METRICS and ok_mask.any() else note
-        elif t.metric in SESSION_METRICS:
-            rows = np.ones(len(df), dtype=bool) if within is None else within.copy()
-            if t.scope != "run":
-                rows &= (df["workload"] == t.scope).to_numpy()
-            seconds = stat_of(sessions(run, judged, rows).latency_s, t.stat)
-            measured = None if seconds is None else seconds * 1000
-            if measured is None:
-                note = "no completed sessions to measure"
-        else:
-            window = run_window_s(run, scope_mask)
-            ok_mask = scope_mask & ok_all
-            if t.metric == "requests_per_s":
-                measured = float(ok_mask.sum()) / window
-            elif t.metric == "goodput_requests_per_s":
-                measured = goodput(run, spec, scope_mask) / window
-            else:
-                tokens = masked_sum(df, "output_tokens", ok_mask)
-                measured = tokens / window
-                if t.metric == "output_tokens_per_s_per_gpu":
-                    measured /= gpu_count(run, spec)
-        passed = measured is not None and (measured <= t.threshold if t.op == "<=" else measured >= t.threshold)
+        measured, note, evidence, samples = _measure(run, spec, t, scope_mask, ok_all, (within, judged, target), level)
+        result = outcome(t.op, t.threshold, measured, evidence.interval)
         margin = (measured - t.threshold) / t.threshold * 100 if measured is not None and t.threshold else None
-        results.append(SloResult(t.scope, t.metric, t.stat, t.op, t.threshold, measured, passed, note, margin, target))
+        interval = evidence.interval
+        results.append(
+            SloResult(
+                t.scope,
+                t.metric,
+                t.stat,
+                t.op,
+                t.threshold,
+                measured,
+                result == HELD,
+                note,
+                margin,
+                target,
+                result=result,
+                ci_low=None if interval is None else interval.low,
+                ci_high=None if interval is None else interval.high,
+                confidence=level if interval is not None else 0.0,
+                needed_requests=evidence.needed if result == INCONCLUSIVE else None,
+                samples=samples,
+            )
+        )
     return results
+
+
+def _measure(
+    run: RunData,
+    spec: SloSpec,
+    t: SloTarget,
+    scope_mask: np.ndarray,
+    ok_all: np.ndarray,
+    rows: tuple[np.ndarray | None, np.ndarray, str],
+    level: float,
+) -> tuple[float | None, str, Evidence, int | None]:
+    """One target's figure on its scope's records (``rows``: the A/B target's records or None, the judged ones,
+    the target's name): (measured, note, its interval, the samples behind it)."""
+    df = run.requests
+    within, judged, target = rows
+    none = Evidence(None)
+    if t.metric == "gpu_memory_gb":
+        return float(run.gpu["mem_used_mib"].max()) * 2**20 / 1e9, "", none, None
+    if t.metric == CONSISTENCY_METRIC:
+        measured, note = _quality.measure_consistency(run, target)
+        return measured, note, none, None
+    if not scope_mask.any():
+        return None, f"no judged requests for {t.scope!r}", none, 0
+    if t.metric == "error_rate":
+        failed = ~ok_all[scope_mask]
+        evidence = error_evidence(failed, t.threshold, t.op, level, clusters_of(run, scope_mask))
+        return float(failed.mean()), "", evidence, int(failed.size)
+    if is_quality_metric(t.metric):
+        measured, note = _quality.measure_quality(run, t.metric, scope_mask & ok_all)
+        return measured, note, none, None
+    if t.metric in LATENCY_METRICS:
+        ok_mask = scope_mask & ok_all
+        column = latency_column(run, t.metric)
+        if column == "itl":
+            gaps = run.itl_values(ok_mask)
+            seconds = stat_of(gaps, t.stat)
+            deff = (
+                itl_design_effect(run.itl, ok_mask, float(t.stat[1:])) if seconds and level and t.stat[0] == "p" else 1
+            )
+            return _latency(
+                seconds,
+                latency_evidence(gaps, t.stat, t.threshold, t.op, level, itl_deff=deff),
+                gaps.size,
+                t.metric,
+                ok_mask,
+            )
+        values = selected(df, column, ok_mask)
+        clusters = clusters_of(run, ok_mask)
+        if clusters is not None:  # aligned with the values measured
+            clusters = clusters[~np.isnan(values)]
+        values = dropped_nan(values)
+        evidence = latency_evidence(values, t.stat, t.threshold, t.op, level, clusters)  # before the sort below
+        return _latency(stat_of(values, t.stat), evidence, int(values.size), t.metric, ok_mask)
+    if t.metric in SESSION_METRICS:
+        rows = np.ones(len(df), dtype=bool) if within is None else within.copy()
+        if t.scope != "run":
+            rows &= (df["workload"] == t.scope).to_numpy()
+        latency = sessions(run, judged, rows).latency_s
+        seconds = stat_of(latency, t.stat)
+        if seconds is None:
+            return None, "no completed sessions to measure", none, 0
+        return seconds * 1000, "", latency_evidence(latency, t.stat, t.threshold, t.op, level), int(latency.size)
+    window = run_window_s(run, scope_mask)
+    ok_mask = scope_mask & ok_all
+    completed = int(ok_mask.sum())
+    if t.metric == "requests_per_s":
+        count = float(completed)
+    elif t.metric == "goodput_requests_per_s":
+        count = goodput(run, spec, scope_mask)
+    else:
+        count = masked_sum(df, "output_tokens", ok_mask)
+        if t.metric == "output_tokens_per_s_per_gpu":
+            count /= gpu_count(run, spec)
+    events = int(count) if t.metric == "goodput_requests_per_s" else completed
+    return count / window, "", rate_evidence(count, events, window, level), events
+
+
+def _latency(
+    seconds: float | None, evidence: Evidence, samples: int, metric: str, ok_mask: np.ndarray
+) -> tuple[float | None, str, Evidence, int | None]:
+    """A latency target's figure in ms, or why there is none."""
+    if seconds is not None:
+        return seconds * 1000, "", evidence, samples
+    note = "no tool calls to measure" if metric == "tool_call_ms" else "no successful requests to measure"
+    return None, NO_SERVER_TIMING if metric in SERVER_TIMING_METRICS and ok_mask.any() else note, Evidence(None), 0
 
 
 def per_request_spec(spec: SloSpec) -> SloSpec:

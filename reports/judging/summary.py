@@ -19,6 +19,7 @@ from reports.data.columns import masked_sum, selected, workloads_in
 from reports.data.rundir import RunData
 from reports.judging.agent import has_agent_records, sessions, tool_call_counts, tool_call_latencies
 from reports.judging.breakdown import breakdown_figures
+from reports.judging.confidence import headline_intervals, run_confidence
 from reports.judging.fidelity import UNTRUSTED, Fidelity, evaluate_fidelity
 from reports.judging.figures import accounting, achieved_concurrency, length_figures
 from reports.judging.quality import consistency_block, quality_summary
@@ -28,7 +29,7 @@ from reports.judging.slo_spec import SloSpec
 from reports.judging.stats import PERCENTILES, metric_block
 from reports.judging.targets import compare_targets, evaluate_each_target, target_labels, target_mask
 from reports.judging.timing_source import TimingSource, choose_timing_source
-from reports.judging.verdict_words import default_check_sentence, is_default_spec, slo_sentence
+from reports.judging.verdict_words import default_check_sentence, is_default_spec, results_word, slo_sentence
 
 __all__ = ["PERCENTILES", "RunSummary", "summarize"]
 
@@ -39,8 +40,9 @@ _METRICS = (("ttft", "ttft_s"), ("itl", "itl"), ("tpot", "tpot_s"), ("e2el", "e2
 class RunSummary:
     """What the report, JUnit and summary.json are made of."""
 
-    #: "passed", "failed" (an SLO broke), "run_failed", "incomplete" or "unreliable" (SLOs judged on
-    #: timing that is not trustworthy: the load generator read late)
+    #: "passed", "failed" (an SLO broke), "inconclusive" (none broke, an interval straddles its target),
+    #: "run_failed", "incomplete" or "unreliable" (SLOs judged on timing that is not trustworthy: the load
+    #: generator read late)
     verdict: str
     reason: str
     slo_results: list[SloResult]
@@ -210,11 +212,15 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
     price = run_gpu_cost(run, spec) if gpu_cost_per_hour is None else (gpu_cost_per_hour or None)
     agent = has_agent_records(run)
     overall = _with_server(_block(run, spec, mask, gpus, price, agent=agent), run)  # cost: the run's, not a workload's
+    level = run_confidence(run)
+    overall.update(headline_intervals(run, mask, overall["duration"], level))
     # Every workload with a record, judged or not: the rows' records add up to the run's.
     every = np.ones(len(df), dtype=bool)
     per_workload = {str(w): _block(run, spec, mask & _is(df, "workload", w), gpus, scope=_is(df, "workload", w),
                                    agent=agent)
                     for w in workloads_in(df, every)}  # fmt: skip
+    for w, block in per_workload.items():
+        block.update(headline_intervals(run, mask & _is(df, "workload", w), block["duration"], level))
     failed = mask & ~df["ok"].fillna(False).astype(bool).to_numpy() if len(df) else mask
     errors = {str(k): int(v) for k, v in
               df.loc[failed, "error_category"].astype(object).fillna("unknown").value_counts().items()}  # fmt: skip
@@ -265,36 +271,28 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
         verdict = "run_failed"
         reason = f"{overall['error_rate']:.0%} of requests failed (the run fails above {run_failed_error_rate:.0%})"
     elif default_check:
-        verdict, reason = "passed" if all(r.passed for r in results) else "failed", default_check_sentence(results)
-    elif all(r.passed for r in results):
-        judged = sum(r.judged for r in results)
-        verdict, reason = "passed", (f"all {judged} SLOs held" if judged else "no SLO judged") + _not_judged(results)
+        verdict, reason = _VERDICTS[results_word(results)], default_check_sentence(results)
     else:
-        broken = [r for r in results if not r.passed]
-        verdict = "failed"
-        reason = f"{len(broken)} of {sum(r.judged for r in results)} SLOs failed: " + "; ".join(
-            slo_sentence(r) for r in broken[:5]
-        )
-        reason += _not_judged(results)
+        verdict, reason = _slo_verdict(results)
     if verdict in ("failed", "run_failed"):
         reason += _why_tools_refused(df)
     incomplete = incompleteness(run, live)
     untrusted = fidelity.reason.removeprefix(UNTRUSTED)
     if incomplete and verdict != "run_failed":
-        slos = "" if default_check else "SLOs held " if verdict == "passed" else "SLOs failed "
+        slos = "" if default_check else f"SLOs {_WORDS[verdict]} "
         timing = "" if fidelity.trustworthy else f"; timing not trustworthy either — {untrusted}"
         verdict = "incomplete"
         reason = f"run incomplete — {incomplete[0]} ({slos}on what was recorded: {reason}){timing}"
     elif source.used == "server":
         pass  # the latency was judged on the server's timing: the client's late reads set no verdict (said below)
-    elif not fidelity.trustworthy and verdict in ("passed", "failed") and run.meta.option("timing_verdict") == "warn":
+    elif not fidelity.trustworthy and verdict in _JUDGED and run.meta.option("timing_verdict") == "warn":
         reason += f" — timing not trustworthy (--timing-verdict warn): {untrusted}"
-    elif not fidelity.trustworthy and verdict in ("passed", "failed"):
+    elif not fidelity.trustworthy and verdict in _JUDGED:
         failed = reason.replace(" SLOs failed:", " SLOs failed on what was measured:", 1)
         slos = reason if default_check else "SLOs held" if verdict == "passed" else failed
         verdict, reason = "unreliable", f"timing not trustworthy — {untrusted} ({slos})"
     verdict, reason = source.said(verdict, reason)
-    if ab is not None and ab.get("sentence") and verdict in ("passed", "failed"):
+    if ab is not None and ab.get("sentence") and verdict in _JUDGED:
         reason += f" — {ab['sentence']}"
     quality, consistency = quality_summary(run, mask, labels), consistency_block(run)
     return RunSummary(
@@ -314,6 +312,33 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
         default_check=default_check,
         timing=source,
     )
+
+
+#: the verdicts the SLOs alone set; summary.json's verdict by the SLOs' word
+_JUDGED = ("passed", "failed", "inconclusive")
+_VERDICTS = {"held": "passed", "failed": "failed", "inconclusive": "inconclusive"}
+_WORDS = {"passed": "held", "failed": "failed", "inconclusive": "inconclusive"}
+
+
+def _slo_verdict(results: list[SloResult]) -> tuple[str, str]:
+    """The verdict the SLOs set and its reason: ``all 4 SLOs held``, ``1 of 4 SLOs failed: ...``, or ``2 of 4
+    SLOs inconclusive at 95%: ... — needs ~2,400 requests (has 310)`` (nothing failed, something undecided)."""
+    judged = sum(r.judged for r in results)
+    word = results_word(results)
+    if word == "held":
+        return "passed", (f"all {judged} SLOs held" if judged else "no SLO judged") + _not_judged(results)
+    broken = [r for r in results if r.result == "failed"]
+    undecided = [r for r in results if r.result == "inconclusive"]
+    if word == "failed":
+        reason = f"{len(broken)} of {judged} SLOs failed: " + "; ".join(slo_sentence(r) for r in broken[:5])
+        if undecided:
+            reason += f"; {len(undecided)} inconclusive"
+    else:
+        level = f" at {undecided[0].confidence * 100:g}%" if undecided[0].confidence else ""
+        reason = f"{len(undecided)} of {judged} SLOs inconclusive{level}: " + "; ".join(
+            slo_sentence(r) for r in undecided[:5]
+        )
+    return _VERDICTS[word], reason + _not_judged(results)
 
 
 def _not_judged(results: list[SloResult]) -> str:

@@ -15,6 +15,7 @@ from reports.data.rundir import RunData
 from reports.judging.formats import ms
 from reports.judging.slo import SloResult, evaluate, judged_mask
 from reports.judging.slo_spec import SloSpec
+from reports.judging.verdict_words import results_word
 
 __all__ = ["COMPARED", "compare_targets", "evaluate_each_target", "target_labels", "target_mask"]
 
@@ -89,12 +90,14 @@ def compare_targets(run: RunData, blocks: dict[str, dict[str, Any]], results: li
     base = blocks[labels[0]]
     per_target: dict[str, Any] = {}
     for label, block in blocks.items():
-        broken = [r for r in results if r.target == label and not r.passed]
-        judged = [r for r in results if r.target == label and r.judged]  # a GPU SLO with no GPU sampled: not
+        mine = [r for r in results if r.target == label]
+        judged = [r for r in mine if r.judged]  # a GPU SLO with no GPU sampled: not
+        word = results_word(mine)
         per_target[label] = {
             "url": urls.get(label),
-            "verdict": "failed" if broken else "passed",
-            "slos_failed": len(broken),
+            "verdict": {"held": "passed"}.get(word, word),
+            "slos_failed": sum(r.result == "failed" for r in mine),
+            "slos_inconclusive": sum(r.result == "inconclusive" for r in mine),
             "slos": len(judged),
             **block,
             "delta_pct_vs_baseline": {key: _delta_pct(block.get(key), base.get(key)) for key, _, _ in COMPARED},

@@ -106,9 +106,14 @@ class TimingSource:
 
     def said(self, verdict: str, reason: str) -> tuple[str, str]:
         """The run's verdict and reason as they read once the timing source is said."""
-        if self.used == "server" and verdict in ("passed", "failed", "incomplete"):  # incomplete: judged all the same
+        if self.used == "server" and verdict in (
+            "passed",
+            "failed",
+            "inconclusive",
+            "incomplete",
+        ):  # incomplete: judged all the same
             return verdict, f"{reason} — latency judged on the server's timing, not what users saw: {self.why}"
-        if self.asked == "server" and not self.timed and verdict in ("passed", "failed", "unreliable"):
+        if self.asked == "server" and not self.timed and verdict in ("passed", "failed", "inconclusive", "unreliable"):
             return "unreliable", f"{self.why} (on the client's timing: {reason})"
         if self.asked == "auto" and verdict == "unreliable" and not self.timed:
             return verdict, f"{reason}; --timing-source auto found no server timing to judge on instead: {_FLAG}"

@@ -16,8 +16,11 @@ from reports.judging.slo_spec import SloSpec, load_slo_spec
 
 __all__ = [
     "DEFAULT_CHECK_HINT",
+    "ci_text",
     "default_check_sentence",
     "is_default_spec",
+    "needed_text",
+    "results_word",
     "slo_sentence",
     "target_verdict",
     "verdict_title",
@@ -40,25 +43,75 @@ def is_default_spec(spec: SloSpec) -> bool:
 
 
 def default_check_sentence(results: list[SloResult]) -> str:
-    """``default check held: error rate 0.00% ≤ 1% (no latency SLOs given; --slo FILE)``, or ``failed``
-    with the measured rate above the bound; an A/B run's targets each named (``fp8 0.00%, awq 2.10%``)."""
-    held = all(r.passed for r in results)
+    """``default check held: error rate 0.00% (95% CI 0.00–0.61%) ≤ 1% (no latency SLOs given; --slo FILE)``,
+    ``failed`` with the measured rate above the bound, or ``inconclusive`` with what an answer needs; an A/B
+    run's targets each named (``fp8 0.00%, awq 2.10%``)."""
     if not results:
         return f"default check: nothing judged ({DEFAULT_CHECK_HINT})"
+    word = results_word(results)
     first = results[0]
-    measured = ", ".join(f"{r.target + ' ' if r.target else ''}{slo_value(r.metric, r.measured)}" for r in results)
-    op = _OPS.get(first.op, first.op) if held else {"<=": ">", ">=": "<"}.get(first.op, first.op)
+
+    def figure(r: SloResult) -> str:
+        interval = f" ({ci_text(r)})" if r.confidence else ""
+        return f"{r.target + ' ' if r.target else ''}{slo_value(r.metric, r.measured)}{interval}"
+
+    measured = ", ".join(figure(r) for r in results)
+    flipped = {"<=": ">", ">=": "<"}.get(first.op, first.op)
+    op = {"held": _OPS.get(first.op, first.op), "failed": flipped}.get(word, "vs")
     bound = slo_value(first.metric, first.threshold, threshold=True)
     what = first.metric.replace("_", " ")
-    return f"default check {'held' if held else 'failed'}: {what} {measured} {op} {bound} ({DEFAULT_CHECK_HINT})"
+    needs = "".join(dict.fromkeys(needed_text(r) for r in results if r.result == "inconclusive"))
+    return f"default check {word}: {what} {measured} {op} {bound}{needs} ({DEFAULT_CHECK_HINT})"
+
+
+def results_word(results: list[SloResult]) -> str:
+    """``failed`` when any SLO failed, else ``inconclusive`` when any is, else ``held``."""
+    if any(r.result == "failed" for r in results):
+        return "failed"
+    return "inconclusive" if any(r.result == "inconclusive" for r in results) else "held"
 
 
 def slo_sentence(result: SloResult) -> str:
-    """One SLO as the verdict names it: ``b chat ttft_ms p50 1,348 ms vs <= 200 ms``."""
+    """One SLO as the verdict names it: ``b chat ttft_ms p50 1,348 ms (95% CI 1,290–1,410) vs <= 200 ms``; an
+    inconclusive one adds what an answer needs: ``— needs ~2,400 requests (has 310)``."""
     who = f"{result.target} " if result.target else ""
     measured = slo_value(result.metric, result.measured)
     bound = slo_value(result.metric, result.threshold, threshold=True)
-    return f"{who}{result.scope} {result.metric} {result.stat} {measured} vs {result.op} {bound}"
+    interval = f" ({ci_text(result)})" if result.confidence else ""
+    text = f"{who}{result.scope} {result.metric} {result.stat} {measured}{interval} vs {result.op} {bound}"
+    return text + needed_text(result)
+
+
+def ci_text(result: SloResult) -> str:
+    """``95% CI 1,290–1,410`` in the figure's unit (no unit: it follows the figure); an end the sample cannot
+    bound: ``95% CI ≥ 1,290`` / ``≤ 1,410``; empty without an interval."""
+    if not result.confidence:
+        return ""
+    level = f"{result.confidence * 100:g}% CI"
+
+    def value(x: float) -> str:
+        return slo_value(result.metric, x).removesuffix(" ms")
+
+    low, high = result.ci_low, result.ci_high
+    if low is not None and high is not None:
+        first, last = value(low), value(high)
+        unit = last[last.rfind(" ") :] if " " in last else ""  # one unit for the range: 1.80–3.47 req/s
+        return f"{level} {first.removesuffix(unit)}–{last}"
+    if low is not None:
+        return f"{level} ≥ {value(low)}"
+    return f"{level} ≤ {value(high)}" if high is not None else f"{level} unbounded"
+
+
+def needed_text(result: SloResult) -> str:
+    """`` — needs ~2,400 requests (has 310)`` for an inconclusive SLO (ITL: gaps; session figures: sessions);
+    empty otherwise."""
+    if result.result != "inconclusive":
+        return ""
+    unit = "gaps" if result.metric == "itl_ms" else "sessions" if result.metric.startswith("session") else "requests"
+    has = f" (has {result.samples:,})" if result.samples is not None else ""
+    if result.needed_requests is None:
+        return f" — the estimate sits on the target: no run length settles it{has}"
+    return f" — needs ~{result.needed_requests:,} {unit}{has}"
 
 
 #: the banner's words by (kind of run, verdict); a kind without its own words for a verdict takes the plain ones
@@ -69,8 +122,10 @@ _TITLES = {
     ("capacity", "failed"): "No step held",
     ("default", "passed"): "Default check held",
     ("default", "failed"): "Default check failed",
+    ("default", "inconclusive"): "Default check inconclusive",
     ("", "passed"): "SLOs held",
     ("", "failed"): "SLOs failed",
+    ("", "inconclusive"): "SLOs inconclusive",
     ("", "incomplete"): "Run incomplete",
     ("", "unreliable"): "Timing not trustworthy",
 }
@@ -87,6 +142,11 @@ def target_verdict(block: dict[str, Any], *, default_check: bool = False) -> str
     """An A/B target's verdict (its block of summary.json's ``targets``): ``SLOs held``, ``FAIL: 4 of 12
     SLOs``, or with no ``--slo``, ``default check held`` / ``default check FAILED``."""
     held = block.get("verdict") == "passed"
+    inconclusive = block.get("verdict") == "inconclusive"
     if default_check:
-        return "default check held" if held else "default check FAILED"
+        return (
+            "default check held" if held else "default check inconclusive" if inconclusive else "default check FAILED"
+        )
+    if inconclusive:
+        return f"INCONCLUSIVE: {block.get('slos_inconclusive', 0)} of {block.get('slos', 0)} SLOs"
     return "SLOs held" if held else f"FAIL: {block.get('slos_failed', 0)} of {block.get('slos', 0)} SLOs"

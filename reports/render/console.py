@@ -14,6 +14,7 @@ import textwrap
 from typing import Any
 
 from reports.judging.summary import RunSummary
+from reports.judging.verdict_words import slo_sentence
 from reports.sections.headline import accounting_text
 
 __all__ = ["WIDTH_CHARS", "consistency_line", "console_block", "fit", "quality_line", "time_split_lines"]
@@ -182,6 +183,25 @@ def fit(line: str) -> list[str]:
     return textwrap.wrap(line, WIDTH_CHARS, subsequent_indent="  ", break_on_hyphens=False, break_long_words=False)
 
 
+def slo_lines(summary: RunSummary) -> list[str]:
+    """``SLO held   chat ttft_ms p99 312 ms (95% CI 290–350) vs <= 500 ms``, one per judged SLO (at most
+    :data:`_SLO_LINES`, failed and inconclusive first); none for a sweep or capacity search (judged per level)
+    or the default check (the verdict line says it)."""
+    if summary.sweep is not None or summary.capacity is not None or summary.default_check:
+        return []
+    judged = [r for r in summary.slo_results if r.judged]
+    order = {"failed": 0, "inconclusive": 1}
+    judged.sort(key=lambda r: order.get(r.result, 2))
+    lines = [f"SLO {r.result or ('held' if r.passed else 'failed'):<12} {slo_sentence(r)}" for r in judged[:_SLO_LINES]]
+    if len(judged) > _SLO_LINES:
+        lines.append(f"... {len(judged) - _SLO_LINES} more SLOs: summary.json 'slos', the report's SLO table")
+    return lines
+
+
+#: the SLO lines the closing block shows at most
+_SLO_LINES = 12
+
+
 def console_block(summary: RunSummary) -> list[str]:
     """The lines of the closing block (empty when nothing was judged), none wider than ``WIDTH_CHARS``."""
     if not summary.overall.get("requests"):
@@ -206,6 +226,7 @@ def console_block(summary: RunSummary) -> list[str]:
         f"rates over the measured window, {overall.get('duration', 0.0):,.1f} s: the first judged "
         "request's start to the last one's end"
     )
+    lines += slo_lines(summary)
     lines += time_split_lines(summary)
     lines += _agent_lines(summary)
     lines += [line for line in (quality_line(summary), consistency_line(summary)) if line is not None]

@@ -13,13 +13,14 @@ import jinja2
 
 from reports.data.rundir import RunData
 from reports.judging import formats
+from reports.judging.confidence import run_confidence
 from reports.judging.formats import slo_value
 from reports.judging.quality import CONSISTENCY_METRIC, is_quality_metric
 from reports.judging.slo import SloResult, judged_mask
 from reports.judging.slo_spec import SloSpec
 from reports.judging.summary import PERCENTILES, RunSummary, timing_violations
 from reports.judging.targets import COMPARED
-from reports.judging.verdict_words import target_verdict, verdict_title
+from reports.judging.verdict_words import ci_text, needed_text, target_verdict, verdict_title
 from reports.render.charts import page_json, script_assets
 from reports.render.distributions import distribution_charts
 from reports.render.timeseries import timeseries_charts
@@ -120,6 +121,8 @@ def render_report(run: RunData, spec: SloSpec, summary: RunSummary) -> str:
         metrics=(("ttft", "TTFT"), ("itl", "ITL"), ("tpot", "TPOT"), ("e2el", "E2E")),
         headline=rows,
         headline_latencies=HEADLINE_LATENCIES,
+        ci_range=_ci_range,
+        confidence_pct=f"{run_confidence(run) * 100:g}",
         length_percentiles=LENGTH_PERCENTILES,
         show_warmup=any(r.block.get("warmup_requests") for r in rows),
         window=window_note(run, mask, t0),
@@ -160,6 +163,14 @@ def render_report(run: RunData, spec: SloSpec, summary: RunSummary) -> str:
     )
 
 
+def _ci_range(pair: list[float | None] | None) -> str:
+    """A headline interval in ms, ``280–310`` (``280–∞``: the sample cannot bound it from above)."""
+    if not pair:
+        return "—"
+    low, high = pair
+    return f"{'—' if low is None else formats.ms(low)}–{'∞' if high is None else formats.ms(high)}"
+
+
 def _slo_row(r: SloResult) -> dict[str, str]:
     """An SLO result as shown. A share (error rate, pass rate, changed probes) reads in percent, its margin
     in percentage points: a relative margin says -100% for 0 errors against 1%, which reads as a failure."""
@@ -169,7 +180,22 @@ def _slo_row(r: SloResult) -> dict[str, str]:
         margin = "" if r.margin_pct is None else f"{r.margin_pct:+.1f}%"
     measured = "—" if r.measured is None else slo_value(r.metric, r.measured)
     target = f"{r.op} {slo_value(r.metric, r.threshold, threshold=True)}"
-    return {"target": target, "measured": measured, "margin": margin}
+    interval = ci_text(r) if r.confidence else "—"
+    result, css = {"held": ("pass", "pass"), "inconclusive": ("inconclusive", "undecided")}.get(
+        r.result, ("pass", "pass") if r.passed else ("FAIL", "fail")
+    )
+    if not r.judged:
+        result, css = "not judged", "muted"
+    note = "; ".join(x for x in (r.note, needed_text(r).removeprefix(" — ")) if x)
+    return {
+        "target": target,
+        "measured": measured,
+        "interval": interval,
+        "margin": margin,
+        "result": result,
+        "css": css,
+        "note": note,
+    }
 
 
 def _fidelity_rows(summary: RunSummary) -> list[tuple[str, list[str]]]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from reports.judging.quality import CONSISTENCY_METRIC, is_quality_metric
 from reports.judging.summary import RunSummary
+from reports.judging.verdict_words import ci_text, needed_text
 
 __all__ = ["junit_xml"]
 
@@ -19,7 +20,7 @@ def junit_xml(summary: RunSummary, suite: str = "tokenstorm.slo") -> str:
     """The JUnit document as a string."""
     levelled = summary.sweep is not None or summary.capacity is not None  # judged per level / step, not pooled
     cases = [] if levelled else summary.slo_results
-    failures = sum(not r.passed for r in cases)
+    failures = sum(not r.passed and r.result != "inconclusive" for r in cases)
     root = ET.Element("testsuites")
     tests = len(cases) + 1 + (len(summary.sweep.get("levels") or []) + 1 if summary.sweep is not None else 0)
     tests += len(summary.capacity.get("steps") or []) + 1 if summary.capacity is not None else 0
@@ -49,7 +50,12 @@ def junit_xml(summary: RunSummary, suite: str = "tokenstorm.slo") -> str:
         if not r.judged:  # a GPU SLO in a run that sampled no GPU: skipped, saying why
             ET.SubElement(case, "skipped", message=r.note)
             continue
-        if not r.passed:
+        if r.confidence:
+            measured += f" ({ci_text(r)})"
+        if r.result == "inconclusive":  # neither held nor failed: the run's exit code 6 says so
+            message = f"inconclusive: measured {measured}; target {r.op} {r.threshold:g}{needed_text(r)}"
+            ET.SubElement(case, "skipped", message=message)
+        elif not r.passed:
             ET.SubElement(case, "failure", message=f"measured {measured}; target {r.op} {r.threshold:g}. {r.note}")
         ET.SubElement(case, "system-out").text = f"measured {measured}" + (f" ({r.note})" if r.note else "")
     ts.set("failures", str(failures))

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .meta import (
     CAPACITY_FILE,
+    DEFAULT_CONFIDENCE,
     EXIT_CODES,
     EXIT_RUN_FAILED,
     FIDELITY_MAX_LATE_SHARE,
@@ -49,6 +50,7 @@ from .meta import (
     LoadSample,
     LoadWriter,
     RunMeta,
+    parse_confidence,
     read_capacity,
     read_load,
     read_run_meta,
@@ -77,6 +79,8 @@ from .sweep import (
     SweepLevel,
     SweepResult,
     SweepVerdict,
+    knee_span,
+    level_outcome,
     read_sweep,
     sweep_knee,
     write_sweep,
@@ -109,6 +113,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "CAPACITY_FILE",
     "CHECK_NAMES",
+    "DEFAULT_CONFIDENCE",
     "EXIT_CODES",
     "EXIT_RUN_FAILED",
     "FIDELITY_MAX_LATE_SHARE",
@@ -164,6 +169,9 @@ __all__ = [
     "frame_from_rows",
     "iter_batches",
     "join_spans",
+    "knee_span",
+    "level_outcome",
+    "parse_confidence",
     "read_capacity",
     "read_load",
     "read_probes",

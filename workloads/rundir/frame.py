@@ -140,6 +140,11 @@ class ItlHistogram:
         out: np.ndarray = (v_lo + (h - lo) * (v_hi - v_lo)) / 1e6
         return out
 
+    def count_above(self, seconds: float) -> int:
+        """How many gaps are longer than ``seconds`` (exact to the microsecond below ~1 s, to the bin above)."""
+        values, counts = self._values_counts()
+        return int(counts[values > seconds * 1e6].sum())
+
     def mean(self) -> float:
         """Mean gap in seconds (exact)."""
         return self.sum_us / self.size / 1e6

@@ -22,6 +22,7 @@ from .faults import AppendFile, write_bytes_atomic
 
 __all__ = [
     "CAPACITY_FILE",
+    "DEFAULT_CONFIDENCE",
     "EXIT_CODES",
     "EXIT_RUN_FAILED",
     "FIDELITY_MAX_LATE_SHARE",
@@ -48,6 +49,7 @@ __all__ = [
     "LoadSample",
     "LoadWriter",
     "RunMeta",
+    "parse_confidence",
     "read_capacity",
     "read_load",
     "read_run_meta",
@@ -83,8 +85,23 @@ SUMMARY_SCHEMA_VERSION = 1
 #: Exit code of a run whose SLOs held / broke / that itself failed (target unusable, too many
 #: errors) / that did not run as planned (a worker lost, never finished: its figures are partial) /
 #: whose SLOs held or broke but whose timing is not trustworthy (the load generator read late).
-EXIT_CODES = {"passed": 0, "failed": 1, "run_failed": 3, "incomplete": 4, "unreliable": 5}
+EXIT_CODES = {"passed": 0, "failed": 1, "run_failed": 3, "incomplete": 4, "unreliable": 5, "inconclusive": 6}
 EXIT_RUN_FAILED = EXIT_CODES["run_failed"]
+
+#: the confidence of the SLO intervals when a run does not say (``--confidence``; 0: point estimates)
+DEFAULT_CONFIDENCE = 0.95
+
+
+def parse_confidence(value: Any) -> float:
+    """``--confidence``: 0 (judge point estimates) or a share from 0.5 to below 1; ValueError (one line) else."""
+    try:
+        v = float(DEFAULT_CONFIDENCE if value in (None, "") else value)
+    except (TypeError, ValueError):
+        raise ValueError(f"--confidence {value!r}: not a number") from None
+    if v != 0 and not 0.5 <= v < 1:
+        raise ValueError(f"--confidence {value}: a share from 0.5 to below 1, e.g. 0.95 (0: judge point estimates)")
+    return v
+
 
 # -- timing fidelity: when a run's timing is trustworthy (reports' evaluate_fidelity) -------------
 #: At most this share of token events may be *late* (read together with a later one after waiting
@@ -274,6 +291,17 @@ class CapacityStep:
     #: the step's figures say nothing of the server, and the search stopped there
     timing_trustworthy: bool = True
     timing_reason: str = ""  # the fidelity verdict's one line ("" in files written before it)
+    #: ``held`` / ``broken`` / ``inconclusive`` (none failed, one's interval straddles its target); "" in older
+    #: files (held or broken, from ``held``)
+    result: str = ""
+    #: each SLO of ``measured``: ``held`` / ``failed`` / ``inconclusive`` (empty in older files)
+    results: dict[str, str] = field(default_factory=dict)
+    #: the step was held a second ``--capacity-step-time`` because it was inconclusive after the first
+    extended: bool = False
+
+    def outcome(self) -> str:
+        """``held``, ``broken`` or ``inconclusive`` (older files: held or broken)."""
+        return self.result or ("held" if self.held else "broken")
 
 
 @dataclass
@@ -287,6 +315,11 @@ class CapacityResult:
     steps: list[CapacityStep] = field(default_factory=list)
     schema: int = 1
     untrustworthy_at_users: int | None = None
+    #: the inconclusive steps above the highest that held (and below the one that broke): the capacity
+    #: may be as high as the highest of them
+    inconclusive_users: list[int] = field(default_factory=list)
+    #: why the search stopped when no step broke (two inconclusive steps in a row); None otherwise
+    stopped: str | None = None
 
 
 def write_capacity(run_dir: Path, result: CapacityResult) -> None:
@@ -302,10 +335,13 @@ def read_capacity(run_dir: Path | str) -> CapacityResult | None:
         return None
     data = _read_json(path)
     steps = [CapacityStep(int(s["users"]), int(s.get("requests") or 0), bool(s["held"]), dict(s.get("measured") or {}),
-                          bool(s.get("timing_trustworthy", True)), str(s.get("timing_reason") or ""))
+                          bool(s.get("timing_trustworthy", True)), str(s.get("timing_reason") or ""),
+                          str(s.get("result") or ""), {str(k): str(v) for k, v in (s.get("results") or {}).items()},
+                          bool(s.get("extended")))
              for s in data.get("steps") or []]  # fmt: skip
     return CapacityResult(data.get("highest_users_that_held"), data.get("broke_at_users"), steps,
-                          int(data.get("schema", 1)), data.get("untrustworthy_at_users"))  # fmt: skip
+                          int(data.get("schema", 1)), data.get("untrustworthy_at_users"),
+                          [int(u) for u in data.get("inconclusive_users") or []], data.get("stopped"))  # fmt: skip
 
 
 # -- summary.json ----------------------------------------------------------------------------------

@@ -152,7 +152,14 @@ SHAPES = Topic("Load shapes", (
 ))  # fmt: skip
 
 VERDICT = Topic("SLOs & verdict", (
-    Flag("--slo", "SLO file (YAML); checked before any traffic. Exit code: 0 held, 1 an SLO failed, 3 run failed"),
+    Flag("--slo", "SLO file (YAML); checked before any traffic. Exit code: 0 held, 1 an SLO failed, 3 run failed, "
+         "6 inconclusive"),
+    Flag("--confidence", "Confidence of the interval each SLO is judged by: held when the whole interval meets the "
+         "target, failed when none of it does, else inconclusive (exit code 6, with the requests a conclusive answer "
+         "needs); 0: judge the point estimates", 0.95, float),
+    Flag("--until-conclusive", "Keep the load on until every SLO is held or failed (none inconclusive), then end the "
+         "run by itself (checked every 5 s on the records so far, warm-up left out); -t is the cap: still "
+         "inconclusive then, the run ends INCONCLUSIVE (exit code 6) naming the requests needed", False, switch=True),
     Flag("--run-fail-error-rate", "Share of failed requests above which the run itself counts as failed (exit 3)",
          0.5, float),
     Flag("--timing-verdict", "fail: a run whose timing is not trustworthy is UNRELIABLE (exit code 5); warn: it is "

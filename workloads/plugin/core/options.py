@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from ...rundir import parse_confidence
 from ...traffic.durations import DURATION_FORMS, parse_duration, parse_duration_range
 from .errors import OptionError
 from .flags import add_options  # declared there (what Locust shows), parsed here
@@ -30,6 +31,7 @@ __all__ = [
     "OptionError",
     "RunOptions",
     "add_options",
+    "confidence_option",
     "parse_duration_option",
     "parse_steps",
     "recorded_options",
@@ -134,6 +136,14 @@ def parse_sweep_levels(text: str) -> tuple[int, ...]:
     if any(u < 1 for u in levels) or any(b <= a for a, b in itertools.pairwise(levels)):
         raise OptionError(f"--sweep-levels {text!r}: expected users >= 1, increasing, e.g. 1,2,4,8,16")
     return levels
+
+
+def confidence_option(value: Any) -> float:
+    """``--confidence``: 0 (judge point estimates) or a share in [0.5, 1), e.g. 0.95."""
+    try:
+        return parse_confidence(value)
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
 
 
 def _choice(flag: str, value: str, allowed: tuple[str, ...]) -> str:
@@ -273,6 +283,10 @@ class RunOptions:
     otlp_host: str = "127.0.0.1"
     #: what latency SLOs are judged on: ``client``, ``server`` or ``auto`` (``--timing-source``)
     timing_source: str = "client"
+    #: confidence of the SLO intervals (``--confidence``; 0: point estimates)
+    confidence: float = 0.95
+    #: keep the load on until every SLO is held or failed (``--until-conclusive``; ``-t``: the cap)
+    until_conclusive: bool = False
     report_every_s: float = 3600.0
     records: str = "parquet"
     gpu_cost_per_hour: float = 0.0
@@ -344,6 +358,8 @@ class RunOptions:
             timing_source=_choice(
                 "--timing-source", str(get("timing_source", "client") or "client"), ("client", "server", "auto")
             ),
+            confidence=confidence_option(get("confidence", 0.95)),
+            until_conclusive=bool(get("until_conclusive", False)),
             report_every_s=parse_duration_option("--report-every", get("report_every", 3600.0)),
             gpu_cost_per_hour=_number("--gpu-cost-per-hour", get("gpu_cost_per_hour", 0.0), minimum=0),
             records=_choice("--records", str(get("records", "parquet") or "parquet"), ("parquet", "jsonl")),

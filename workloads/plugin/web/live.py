@@ -288,7 +288,10 @@ def judge_recent(
 
     from reports import evaluate_each_target, run_from_records
 
-    run = run_from_records(rows, RunMeta(status="running", started_epoch_s=started_epoch_s))
+    # A 10-s window is a glance, not a verdict: its figures are judged as they are (no interval), the run's
+    # end judges every request with its interval (--confidence).
+    meta = RunMeta(status="running", started_epoch_s=started_epoch_s, options={"confidence": 0})
+    run = run_from_records(rows, meta)
     if gpu:
         since = max((t or 0.0 for s in gpu.values() for t in s["t"][-1:]), default=0.0) - SLO_WINDOW_S
         run.gpu = pd.DataFrame([{"host": name, "gpu": name, "mem_used_mib": mem} for name, s in gpu.items()
@@ -302,6 +305,7 @@ def judge_recent(
         if r.metric in _RATES and r.measured is not None:
             r.measured *= _rate_scale(rows, r.scope, r.target, now)
             r.passed = r.measured <= r.threshold if r.op == "<=" else r.measured >= r.threshold
+            r.result = "held" if r.passed else "failed"
         status = "no data" if r.measured is None else "pass" if r.passed else "fail"
         where = f"{r.target}: " if r.target else ""
         out.append({"label": f"{where}{r.scope} {r.metric} {r.stat} {r.op} {r.threshold:g}", "scope": r.scope,
