@@ -178,15 +178,16 @@ def test_paired_samples_cancel_what_the_pairs_share() -> None:
         iv.paired_change_interval_pct(base, new, "median", 0.95)
 
 
-def test_paired_interval_of_many_pairs_uses_a_seeded_subsample_in_bounded_time() -> None:
+def test_paired_interval_of_many_pairs_uses_a_seeded_random_subsample_in_bounded_time() -> None:
     rng = np.random.default_rng(11)
-    base = rng.lognormal(0, 1, 300_000)
-    new = base * 1.1
+    base = np.sort(rng.lognormal(0, 1, 300_000))  # in order (as a percentile leaves it): the subsample is random
+    new = rng.lognormal(0, 1, 300_000)  # the same distribution
     start = time.monotonic()
-    first = iv.paired_change_interval_pct(base, new, "p99", 0.95, resamples=20, seed=3)
+    first = iv.paired_change_interval_pct(base, new, "p50", 0.95, resamples=50, seed=3)
     assert time.monotonic() - start < 10
-    assert first == iv.paired_change_interval_pct(base, new, "p99", 0.95, resamples=20, seed=3)
-    assert first[0] == pytest.approx(10.0) and first[1] == pytest.approx(10.0)
+    assert first == iv.paired_change_interval_pct(base, new, "p50", 0.95, resamples=50, seed=3)
+    low, high = first
+    assert low is not None and high is not None and -3 < low < 0 < high < 3
 
 
 def itl_rows(rng: np.random.Generator, requests: int, per_request_sd: float) -> list[dict[str, object]]:
