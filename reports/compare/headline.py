@@ -1,17 +1,18 @@
 """What a comparison says first: each run against its baseline in one sentence (the headline figures
-that got worse or better beyond the threshold, the ones within it, the errors, how many other figures
-got worse), each run's short status, and the headline figures' rows. The console (:mod:`reports.compare.text`)
+that got worse or better beyond the threshold, each with its change's interval, those with no significant
+difference, the ones within it, the errors, how many other figures got worse), each run's short status, and
+the headline figures' rows. The console (:mod:`reports.compare.text`)
 and the page (:mod:`reports.compare.html`) both lead with these.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from reports.compare.model import ALL, fmt_delta
+from reports.compare.model import ALL, fmt_delta, fmt_interval
 
-__all__ = ["HEADLINE", "Sentence", "errors_cell", "headline_rows", "sentences", "status_line"]
+__all__ = ["HEADLINE", "Sentence", "change_text", "errors_cell", "headline_rows", "sentences", "status_line"]
 
 #: the figures of the whole run a comparison leads with, in this order (those no run has are left out)
 HEADLINE = (
@@ -34,11 +35,13 @@ class Sentence:
 
     label: str  # "B"
     against: str  # "A"
-    worse: list[str]  # "ITL p50 +42.1%", "E2E p95 +11.7% (few samples)"
+    worse: list[str]  # "ITL p50 +42.1% [+30..+55]", "E2E p95 +11.7% (few samples)"
     better: list[str]
     within: list[str]  # "TTFT p50"
     errors: str  # "errors 0 of 28 → 2 of 30 (+6.7pp)"
     more_worse: dict[str, int]  # scope -> how many more figures (beyond the headline) got worse
+    #: figures whose change's interval reaches across the threshold: "E2E p95 +17.7% [-21..+∞]"
+    unclear: list[str] = field(default_factory=list)
 
     def text(self, threshold_pct: float) -> str:
         """The sentence, unwrapped."""
@@ -47,6 +50,8 @@ class Sentence:
             parts.append("worse: " + ", ".join(self.worse))
         if self.better:
             parts.append("better: " + ", ".join(self.better))
+        if self.unclear:
+            parts.append("no significant difference: " + ", ".join(self.unclear))
         if self.within:
             parts.append(f"within {threshold_pct:g}%: " + ", ".join(self.within))
         if self.errors:
@@ -80,45 +85,45 @@ def errors_cell(comparison: Any, i: int) -> str:
     return "—" if rate is None else f"{rate:.2%}"
 
 
-def _judged(row: dict[str, Any], i: int, threshold_pct: float) -> str | None:
-    """ "worse", "better", "within" or None (no delta, or a figure that is never a regression)."""
-    delta, higher_better = row["deltas"][i], row["higher_better"]
-    if delta is None or higher_better is None:
-        return None
-    if row["regressed"][i]:
-        return "worse"
-    return "better" if (delta if higher_better else -delta) > threshold_pct else "within"
+def change_text(row: dict[str, Any], i: int) -> str:
+    """Column ``i``'s delta with its interval: ``+42.1% [+30..+55]``; the delta alone when it has none."""
+    ci = row["ci"][i]
+    return fmt_delta(row["key"], row["deltas"][i]) + ("" if ci is None else f" {fmt_interval(*ci)}")
 
 
 def sentences(comparison: Any) -> list[Sentence]:
     """One :class:`Sentence` per column compared with another (every column but the baseline)."""
-    labels, threshold = comparison.labels, comparison.threshold_pct
+    labels = comparison.labels
     headline = headline_rows(comparison)
     shown = {id(r) for r in headline}
     out = []
     for i, ref in enumerate(comparison.refs):
         if ref is None:
             continue
-        said: dict[str, list[str]] = {"worse": [], "better": [], "within": []}
+        said: dict[str, list[str]] = {"worse": [], "better": [], "within": [], "unclear": []}
         errors = ""
         for row in headline:
-            judged = _judged(row, i, threshold)
+            judged = row["judged"][i]
             if judged is None:
                 continue
-            few = " (few samples)" if row["few_delta"][i] else ""
+            few = " (few samples)" if row["few_delta"][i] and row["ci"][i] is None else ""
             if row["key"] == "error_rate":
-                word = "" if judged == "within" else f", {judged}"
-                change = f" ({fmt_delta('error_rate', row['deltas'][i])}{word}){few}" if row["deltas"][i] else ""
+                word = {"within": "", "unclear": ", no significant difference"}.get(judged, f", {judged}")
+                change = f" ({change_text(row, i)}{word}){few}" if row["deltas"][i] else ""
                 errors = f"errors {errors_cell(comparison, ref)} → {errors_cell(comparison, i)}{change}"
             elif judged == "within":
                 said["within"].append(_name(row))
             else:
-                said[judged].append(f"{_name(row)} {fmt_delta(row['key'], row['deltas'][i])}{few}")
+                said[judged].append(f"{_name(row)} {change_text(row, i)}{few}")
         more: dict[str, int] = {}
         for row in comparison.rows:
             if row["regressed"][i] and id(row) not in shown:
                 more[row["scope"]] = more.get(row["scope"], 0) + 1
-        out.append(Sentence(labels[i], labels[ref], said["worse"], said["better"], said["within"], errors, more))
+        out.append(
+            Sentence(
+                labels[i], labels[ref], said["worse"], said["better"], said["within"], errors, more, said["unclear"]
+            )
+        )
     return out
 
 
@@ -146,4 +151,6 @@ def status_line(comparison: Any, i: int) -> str:
     if fidelity and verdict.lower().startswith(fidelity.split(":")[0].lower()):
         verdict = ""  # the verdict is the fidelity's ("timing not trustworthy"): said once
     parts += [p for p in (verdict, fidelity.split(":")[0] if col.fidelity_ok else fidelity) if p]
+    if col.no_interval:
+        parts.append(f"no interval ({col.no_interval})")
     return "; ".join(parts)

@@ -12,7 +12,9 @@ from typing import Any
 import jinja2
 
 from reports.compare.headline import errors_cell, headline_rows, sentences, status_line
-from reports.compare.model import SECTION_TITLES, SECTIONS, fmt_delta, fmt_value
+from reports.compare.model import SECTION_TITLES, SECTIONS, fmt_delta, fmt_interval, fmt_value
+from reports.compare.text import mark as text_mark
+from reports.compare.text import marks_legend
 
 __all__ = ["render_comparison"]
 
@@ -23,9 +25,31 @@ _ENV = jinja2.Environment(
 )
 
 
-def _table_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows for the page: each figure's cells (value, delta, worse, few samples), with a row of sample
-    sizes above each group of figures from the same samples (``n``: its cells are the sizes)."""
+def _cell(row: dict[str, Any], i: int, value: str, threshold_pct: float) -> dict[str, Any]:
+    """One figure's cell: its value, its delta with the mark and the change's interval, its class (``fail``:
+    worse beyond the threshold; ``unclear``: beyond it with no significant difference) and what a hover says."""
+    ci, judged = row["ci"][i], row["judged"][i]
+    few = bool(row["few_delta"][i]) and ci is None
+    mark = text_mark(row, i, threshold_pct)
+    title = "from few samples" if few else ""
+    if mark == "?":
+        title = f"no significant difference: the change's interval reaches inside ±{threshold_pct:g}%"
+    elif judged == "worse" and ci is not None:
+        title = f"worse by more than {threshold_pct:g}%: the whole interval of the change is beyond it"
+    return {
+        "value": value,
+        "delta": fmt_delta(row["key"], row["deltas"][i]),
+        "mark": mark,
+        "ci": "" if ci is None else fmt_interval(*ci),
+        "cls": "fail" if judged == "worse" else "unclear" if mark == "?" else "",
+        "few": few,
+        "title": title,
+    }
+
+
+def _table_rows(rows: list[dict[str, Any]], threshold_pct: float) -> list[dict[str, Any]]:
+    """Rows for the page: each figure's cells (:func:`_cell`), with a row of sample sizes above each group of
+    figures from the same samples (``n``: its cells are the sizes)."""
     out: list[dict[str, Any]] = []
     group = None
     for r in rows:
@@ -43,10 +67,7 @@ def _table_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             {
                 **r,
                 "n": False,
-                "cells": [
-                    (fmt_value(r["key"], v), fmt_delta(r["key"], d), bad, few)
-                    for v, d, bad, few in zip(r["values"], r["deltas"], r["regressed"], r["few_delta"], strict=True)
-                ],
+                "cells": [_cell(r, i, fmt_value(r["key"], v), threshold_pct) for i, v in enumerate(r["values"])],
             }
         )
     return out
@@ -60,28 +81,18 @@ def render_comparison(comparison: Any) -> str:
         rows = [r for r in comparison.rows if r["section"] == name]
         if rows:
             title = SECTION_TITLES.get(name, name).capitalize()
-            sections.append({"id": name, "title": title, "rows": _table_rows(rows)})
+            sections.append({"id": name, "title": title, "rows": _table_rows(rows, comparison.threshold_pct)})
     against = {
         i: comparison.labels[ref]
         for i, ref in enumerate(comparison.refs)
         if ref is not None and ref != comparison.baseline
     }
-    headline = _table_rows([r for r in headline_rows(comparison) if r["key"] != "error_rate"])
+    threshold = comparison.threshold_pct
+    headline = _table_rows([r for r in headline_rows(comparison) if r["key"] != "error_rate"], threshold)
     errors = next((r for r in headline_rows(comparison) if r["key"] == "error_rate"), None)
     if errors is not None:
-        headline.append(
-            {
-                "n": False,
-                "scope": "all",
-                "label": "errors (failed of all)",
-                "cells": [
-                    (errors_cell(comparison, i), fmt_delta("error_rate", d), bad, few)
-                    for i, (d, bad, few) in enumerate(
-                        zip(errors["deltas"], errors["regressed"], errors["few_delta"], strict=True)
-                    )
-                ],
-            }
-        )
+        cells = [_cell(errors, i, errors_cell(comparison, i), threshold) for i in range(len(errors["values"]))]
+        headline.append({"n": False, "scope": "all", "label": "errors (failed of all)", "cells": cells})
     return _ENV.get_template("compare.html.j2").render(
         c=comparison,
         base=comparison.runs[comparison.baseline],
@@ -90,6 +101,7 @@ def render_comparison(comparison: Any) -> str:
         against=against,
         sentences=[s.text(comparison.threshold_pct) for s in sentences(comparison)],
         statuses=[status_line(comparison, i) for i in range(len(comparison.runs))],
+        marks=marks_legend(comparison),
         headline=headline,
         simulated=any(col.simulated for col in comparison.columns),
         notes=sorted({n for col in comparison.columns for n in col.notes}),

@@ -13,6 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
+from reports.judging.intervals import Interval
+
 __all__ = [
     "ALL",
     "CLOSED_LOOP",
@@ -25,6 +29,7 @@ __all__ = [
     "count_of",
     "few_samples",
     "fmt_delta",
+    "fmt_interval",
     "fmt_value",
 ]
 
@@ -72,6 +77,14 @@ class ComparedRun:
     gpus: list[dict[str, Any]] = field(default_factory=list)
     options: dict[str, Any] | None = None  # tokenstorm's run options; None: another tool's file
     notes: list[str] = field(default_factory=list)  # how the tool's figures differ in meaning or units
+    #: scope -> figure key -> its confidence interval, in the figure's unit (:mod:`reports.compare.uncertainty`,
+    #: from the run's raw records); empty: none (another tool's file, or ``--confidence 0``)
+    intervals: dict[str, dict[str, Interval]] = field(default_factory=dict)
+    #: scope -> figure key -> each judged, completed request's value keyed by the request it is a twin of (its
+    #: session and step): how an A/B target's figures pair with another target's of the same run
+    pairs: dict[str, dict[str, pd.Series]] = field(default_factory=dict)
+    #: why the column has no intervals ("no raw records"); None: it has them, or none were asked for
+    no_interval: str | None = None
 
     @property
     def is_tokenstorm(self) -> bool:
@@ -112,6 +125,18 @@ def fmt_delta(key: str, delta: float | None) -> str:
         return ""
     delta = delta if round(delta, 1) else 0.0  # no "-0.0%"
     return f"{delta:+.1f}pp" if key in RATES else f"{delta:+.1f}%"
+
+
+def fmt_interval(low: float | None, high: float | None) -> str:
+    """A change's interval as the tables show it, ``[-21..+62]`` (in the delta's unit: percent, or percentage
+    points for a rate): whole from 10 up, one decimal below. Where the samples do not bound a side, ``-100``
+    (nothing falls by more) and ``+∞``."""
+
+    def end(x: float) -> str:
+        x = x if round(x, 1) else 0.0  # no "-0.0"
+        return f"{x:+.0f}" if abs(x) >= 10 else f"{x:+.1f}"
+
+    return f"[{'-100' if low is None else end(low)}..{'+∞' if high is None else end(high)}]"
 
 
 #: figures that are counts (no sample size of their own)

@@ -33,7 +33,10 @@ from reports.compare.model import (
     count_of,
     few_samples,
 )
+from reports.compare.significance import Change, change_interval, judge, paired_interval
 from reports.compare.tokenstorm import read_tokenstorm
+from reports.compare.uncertainty import attach_intervals, stat_of_key
+from reports.judging.intervals import DEFAULT_CONFIDENCE
 
 __all__ = ["COMPARED_METRICS", "CompareInputError", "Comparison", "compare_runs", "read_runs"]
 
@@ -85,6 +88,8 @@ class Comparison:
     load_diffs: list[str] = field(default_factory=list)
     deployment_diffs: list[tuple[str, list[str]]] = field(default_factory=list)
     deployment_alike: int = 0
+    #: the confidence of the changes' intervals; 0: judged on point estimates
+    confidence: float = 0.0
 
     @property
     def regressions(self) -> list[dict[str, Any]]:
@@ -97,10 +102,20 @@ class Comparison:
         base = f"{self.labels[self.baseline]} ({self.runs[self.baseline]})"
         caveat = ("; the runs' LOAD DIFFERED: the deltas are not the deployment's alone"
                   if self.load_diffs else "")  # fmt: skip
+        sure = f" at {self.confidence:.0%} confidence" if self.confidence else ""
         if self.regressions:
-            return (f"REGRESSION: {len(self.regressions)} figure(s) worse than baseline {base} by > "
-                    f"{self.threshold_pct:g}%{caveat}")  # fmt: skip
-        return f"no regression beyond {self.threshold_pct:g}% against {base}{caveat}"
+            return (
+                f"REGRESSION: {len(self.regressions)} figure(s) worse than baseline {base} by > "
+                f"{self.threshold_pct:g}%{sure}{caveat}"
+            )
+        unclear = [r for r in self.rows if "unclear" in r["judged"]]
+        if not unclear:
+            return f"no regression beyond {self.threshold_pct:g}%{sure} against {base}{caveat}"
+        return (
+            f"no regression beyond {self.threshold_pct:g}%{sure} against {base}; {len(unclear)} figure(s) "
+            f"with no significant difference that the runs were too short to bound within "
+            f"±{self.threshold_pct:g}%{caveat}"
+        )
 
     def context_rows(self) -> list[tuple[str, list[str]]]:
         """(what, each column's value) for the run-context table."""
@@ -193,13 +208,55 @@ def _sample_size(figures: dict[str, Any], key: str) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def compare_runs(run_dirs: list[Path], baseline: int = 0, threshold_pct: float = 10.0) -> Comparison:
-    """Compare the runs at ``run_dirs`` (run directories or result files) against ``run_dirs[baseline]``."""
+def _confidence(columns: list[ComparedRun], base_col: int, given: float | None) -> float:
+    """``given`` (``reports compare --confidence``), else the baseline run's own ``--confidence`` (else the first
+    tokenstorm run's; a run that does not say: :data:`DEFAULT_CONFIDENCE`)."""
+    if given is not None:
+        return given
+    for col in (columns[base_col], *columns):
+        if col.options is not None:
+            value = col.options.get("confidence", DEFAULT_CONFIDENCE)
+            return (
+                float(value) if isinstance(value, int | float) and not isinstance(value, bool) else (DEFAULT_CONFIDENCE)
+            )
+    return DEFAULT_CONFIDENCE
+
+
+def _change(
+    columns: list[ComparedRun], scope: str, key: str, values: list[Any], i: int, ref: int | None, confidence: float
+) -> tuple[Change | None, bool]:
+    """(the interval of column ``i``'s change against ``ref`` in figure ``key``, whether it is of pairs):
+    two A/B targets of one run paired request by request, else as two independent samples; None when
+    either figure has no interval."""
+    if ref is None or values[i] is None or values[ref] is None:
+        return None, False
+    new, base = columns[i], columns[ref]
+    stat = stat_of_key(key)
+    if stat is not None and new.argument == base.argument and new.target_label != base.target_label:
+        pairs = new.pairs.get(scope, {}).get(stat[1]), base.pairs.get(scope, {}).get(stat[1])
+        if pairs[0] is not None and pairs[1] is not None:
+            paired = paired_interval(stat[0], pairs[1], pairs[0], confidence)
+            if paired is not None:
+                return paired, True
+    new_ci, base_ci = new.intervals.get(scope, {}).get(key), base.intervals.get(scope, {}).get(key)
+    if new_ci is None or base_ci is None:
+        return None, False
+    return change_interval(key, float(values[ref]), base_ci, float(values[i]), new_ci), False
+
+
+def compare_runs(
+    run_dirs: list[Path], baseline: int = 0, threshold_pct: float = 10.0, confidence: float | None = None
+) -> Comparison:
+    """Compare the runs at ``run_dirs`` (run directories or result files) against ``run_dirs[baseline]``, each
+    change judged by its interval at ``confidence`` (None: the baseline run's own ``--confidence``; 0: on the
+    point estimates)."""
     columns = read_runs(run_dirs)
     if not 0 <= baseline < len(run_dirs):
         raise CompareInputError(f"--baseline {baseline}: give the index of one of the {len(run_dirs)} runs")
     base_col = next(j for j, c in enumerate(columns) if c.argument == baseline)
     refs = [_reference(columns, i, baseline) for i in range(len(columns))]
+    confidence = _confidence(columns, base_col, confidence)
+    attach_intervals(columns, confidence)
     scopes = [ALL, *sorted({w for c in columns for w in c.figures if w != ALL})]
     rows = []
     for section in SECTIONS:
@@ -211,8 +268,10 @@ def compare_runs(run_dirs: list[Path], baseline: int = 0, threshold_pct: float =
                 if all(v is None for v in values):
                     continue  # a figure no run has (cost without a price): no empty row
                 deltas = [None if ref is None else _delta(key, values[i], values[ref]) for i, ref in enumerate(refs)]
-                regressed = [d is not None and higher_better is not None
-                             and (-d if higher_better else d) > threshold_pct for d in deltas]  # fmt: skip
+                changes = [_change(columns, scope, key, values, i, ref, confidence) for i, ref in enumerate(refs)]
+                judged = [
+                    judge(d, ci, higher_better, threshold_pct) for d, (ci, _) in zip(deltas, changes, strict=True)
+                ]
                 n = [_sample_size(c.figures.get(scope, {}), key) for c in columns]
                 few = [few_samples(key, x) for x in n]
                 few_delta = [ref is not None and (few[i] or few[ref]) for i, ref in enumerate(refs)]
@@ -224,7 +283,10 @@ def compare_runs(run_dirs: list[Path], baseline: int = 0, threshold_pct: float =
                         "label": label,
                         "values": values,
                         "deltas": deltas,
-                        "regressed": regressed,
+                        "ci": [ci for ci, _ in changes],  # each delta's interval (None: judged on the point)
+                        "paired": [paired for _, paired in changes],  # of an A/B run's twin requests
+                        "judged": judged,  # "worse", "better", "within", "unclear" or None
+                        "regressed": [j == "worse" for j in judged],
                         "higher_better": higher_better,
                         "n": n,  # how many samples each figure is from (requests, sessions...)
                         "noun": (count_of(key) or (None, None))[1],  # what n counts
@@ -236,4 +298,4 @@ def compare_runs(run_dirs: list[Path], baseline: int = 0, threshold_pct: float =
     labels = [column_label(i) for i in range(len(columns))]
     load_diffs = load_differences(columns, labels)
     names = [c.name for c in columns]
-    return Comparison(names, base_col, rows, threshold_pct, columns, refs, load_diffs, diffs, alike)
+    return Comparison(names, base_col, rows, threshold_pct, columns, refs, load_diffs, diffs, alike, confidence)

@@ -13,14 +13,14 @@ import textwrap
 from typing import Any
 
 from reports.compare.headline import errors_cell, headline_rows, sentences, status_line
-from reports.compare.model import SECTION_TITLES, SECTIONS, fmt_delta, fmt_value
+from reports.compare.model import SECTION_TITLES, SECTIONS, fmt_delta, fmt_interval, fmt_value
 
-__all__ = ["WIDTH", "comparison_text", "fit"]
+__all__ = ["WIDTH", "comparison_text", "fit", "mark", "marks_legend"]
 
 #: the widest line the console form prints
 WIDTH = 100
-#: marks in the figures' cells
-WORSE_MARK, FEW_MARK = "!", "~"
+#: marks in the figures' cells: worse beyond the threshold; beyond it but no significant difference; few samples
+WORSE_MARK, UNCLEAR_MARK, FEW_MARK = "!", "?", "~"
 
 
 def fit(text: str, indent: str = "", first: str = "") -> list[str]:
@@ -49,22 +49,34 @@ def _table(head: str, labels: list[str], rows: list[tuple[str, list[str]]]) -> l
     return out
 
 
-def _cell(row: dict[str, Any], i: int) -> str:
-    """``13.98 (+42.1%!)``: the figure, its delta against its reference, '!' when worse beyond the
-    threshold; '~' before the delta when either figure is from few samples."""
+def mark(row: dict[str, Any], i: int, threshold_pct: float) -> str:
+    """'!' when column ``i`` is worse beyond the threshold; '?' when its delta is beyond it, on the worse side,
+    but its interval reaches inside (no significant difference)."""
+    judged, delta = row["judged"][i], row["deltas"][i]
+    if judged == "worse":
+        return WORSE_MARK
+    beyond = delta is not None and (-delta if row["higher_better"] else delta) > threshold_pct
+    return UNCLEAR_MARK if judged == "unclear" and beyond else ""
+
+
+def _cell(row: dict[str, Any], i: int, threshold_pct: float) -> str:
+    """``13.98 (+42.1%! [+30..+55])``: the figure, its delta against its reference with its mark and its
+    interval; without an interval, '~' before the delta when either figure is from few samples."""
     value = fmt_value(row["key"], row["values"][i])
     delta = row["deltas"][i]
     if delta is None:
         return value
-    few = FEW_MARK if row["few_delta"][i] else ""
-    return f"{value} ({few}{fmt_delta(row['key'], delta)}{WORSE_MARK if row['regressed'][i] else ''})"
+    ci = row["ci"][i]
+    few = FEW_MARK if row["few_delta"][i] and ci is None else ""
+    interval = "" if ci is None else f" {fmt_interval(*ci)}"
+    return f"{value} ({few}{fmt_delta(row['key'], delta)}{mark(row, i, threshold_pct)}{interval})"
 
 
 def _n_cell(n: float | None) -> str:
     return "n=—" if n is None else f"n={n:,.0f}"
 
 
-def _figure_rows(rows: list[dict[str, Any]], scoped: bool) -> list[tuple[str, list[str]]]:
+def _figure_rows(rows: list[dict[str, Any]], scoped: bool, threshold_pct: float) -> list[tuple[str, list[str]]]:
     """The rows' cells, each group of figures from the same samples under a line of their sizes
     (``contract: n requests   n=1   n=2``); ``scoped``: figures of several scopes (workloads)."""
     out: list[tuple[str, list[str]]] = []
@@ -78,7 +90,8 @@ def _figure_rows(rows: list[dict[str, Any]], scoped: bool) -> list[tuple[str, li
         elif noun is not None and (row["scope"], noun) != group:
             group = (row["scope"], noun)
             out.append((f"{row['scope']}: n {noun}" if scoped else f"n {noun}", [_n_cell(n) for n in row["n"]]))
-        out.append((("  " if scoped else "") + row["label"], [_cell(row, i) for i in range(len(row["values"]))]))
+        cells = [_cell(row, i, threshold_pct) for i in range(len(row["values"]))]
+        out.append((("  " if scoped else "") + row["label"], cells))
     return out
 
 
@@ -96,13 +109,19 @@ def _legend(c: Any) -> list[str]:
 def _headline(c: Any) -> list[str]:
     """The whole run's headline figures, their sample sizes above them, the errors last."""
     headline = headline_rows(c)
-    rows = _figure_rows([r for r in headline if r["key"] != "error_rate"], scoped=False)
+    rows = _figure_rows([r for r in headline if r["key"] != "error_rate"], scoped=False, threshold_pct=c.threshold_pct)
     for row in headline:
         if row["key"] == "error_rate":
             cells = [
                 errors_cell(c, i)
-                + (f" ({fmt_delta('error_rate', d)}{WORSE_MARK if bad else ''})" if d is not None else "")
-                for i, (d, bad) in enumerate(zip(row["deltas"], row["regressed"], strict=True))
+                + (
+                    ""
+                    if d is None
+                    else f" ({fmt_delta('error_rate', d)}{mark(row, i, c.threshold_pct)}"
+                    + ("" if row["ci"][i] is None else f" {fmt_interval(*row['ci'][i])}")
+                    + ")"
+                )
+                for i, d in enumerate(row["deltas"])
             ]
             rows.append(("errors (failed of all)", cells))
     labels = [label + (" (base)" if i == c.baseline else "") for i, label in enumerate(c.labels)]
@@ -148,17 +167,34 @@ def _details(c: Any) -> list[str]:
         rows = [r for r in c.rows if r["section"] == section]
         if rows:
             title = SECTION_TITLES.get(section, section).upper()
-            out += ["", *_table(title, c.labels, _figure_rows(rows, scoped=True))]
+            out += ["", *_table(title, c.labels, _figure_rows(rows, scoped=True, threshold_pct=c.threshold_pct))]
     return out
+
+
+def marks_legend(c: Any) -> str:
+    """What the cells' marks mean (the console's line under the headline table)."""
+    if not c.confidence:
+        return (
+            f"'{WORSE_MARK}' worse by more than {c.threshold_pct:g}%, '{FEW_MARK}' a delta from few samples "
+            "(n under 10; for a p95 under 20, a p99 under 100), '—' not given by that run's tool"
+        )
+    paired = " (an A/B target's: its requests paired with their twins)" if any(any(r["paired"]) for r in c.rows) else ""
+    return (
+        f"[low..high] the change's {c.confidence:.0%} interval{paired}; '{WORSE_MARK}' worse by more than "
+        f"{c.threshold_pct:g}% (the whole interval beyond), '{UNCLEAR_MARK}' beyond {c.threshold_pct:g}% but "
+        f"no significant difference (the interval reaches inside); no interval: judged on the figure, '{FEW_MARK}'"
+        " from few samples; '—' not given by that run's tool"
+    )
 
 
 def comparison_text(c: Any, details: bool = False) -> str:
     """The console form of a ``reports.compare.runs.Comparison`` (typed ``Any``: runs.py imports this module)."""
-    marks = (
-        f"'{WORSE_MARK}' worse by more than {c.threshold_pct:g}%, '{FEW_MARK}' a delta from few samples "
-        "(n under 10; for a p95 under 20, a p99 under 100), '—' not given by that run's tool"
-    )
-    out = [f"tokenstorm compare: {len(c.runs)} runs, {c.labels[c.baseline]} the baseline", *_legend(c), ""]
+    out = [
+        f"tokenstorm compare: {len(c.runs)} runs, {c.labels[c.baseline]} the baseline"
+        + (f"; changes judged by their {c.confidence:.0%} intervals" if c.confidence else ""),
+        *_legend(c),
+        "",
+    ]
     if c.load_diffs:  # before any figure: it says what the deltas cannot be read as
         out += fit(
             "LOAD DIFFERS: these runs did not offer the same load, so their deltas are not the deployment's alone:"
@@ -168,7 +204,7 @@ def comparison_text(c: Any, details: bool = False) -> str:
         out.append("")
     for sentence in sentences(c):
         out += fit(sentence.text(c.threshold_pct), indent="  ")
-    out += ["", *_headline(c), *fit(marks)]
+    out += ["", *_headline(c), *fit(marks_legend(c))]
     out += ["", *_deployment(c)]
     if details:
         out += _details(c)
