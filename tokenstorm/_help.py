@@ -34,7 +34,7 @@ commands:
 _EXAMPLES = """\
 examples:
   tokenstorm run mixed                      web UI on http://127.0.0.1:8089; no --host: the built-in emulator
-  tokenstorm run mixed --headless -u 30 -r 10 -t 30s --host http://gpu:8000 --slo slo.yaml
+  tokenstorm run mixed --headless -u 30 -r 10 -t 60s --host http://gpu:8000 --slo slo.yaml
   tokenstorm run mixed,shape_steps --headless --steps 8x60,16x60 --host http://gpu:8000
   tokenstorm run ./my_locustfile.py --headless -u 4 -t 1m
   tokenstorm report                         rebuild the newest run's report, then open runs/<run>/report.html
