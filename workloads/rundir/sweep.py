@@ -23,6 +23,8 @@ __all__ = [
     "SweepLevel",
     "SweepResult",
     "SweepVerdict",
+    "knee_span",
+    "level_outcome",
     "read_sweep",
     "sweep_knee",
     "write_sweep",
@@ -38,6 +40,36 @@ SWEEP_PERCENTILES = (50, 95, 99)
 #: requests none lies beyond it (p95 of 19 is the slowest request's neighbourhood, not a tail)
 SWEEP_MIN_REQUESTS = {95: 20, 99: 100}
 
+#: a level's (or capacity step's) outcome: every SLO held; one failed (or no request, or timing not
+#: trustworthy); none failed but one is inconclusive (its interval straddles the target: noise, not a break)
+HELD, BROKEN, INCONCLUSIVE = "held", "broken", "inconclusive"
+
+
+def level_outcome(slo_results: list[str], requests: int, timing_trustworthy: bool = True) -> str:
+    """A level's outcome from its SLOs' results (``held`` / ``failed`` / ``inconclusive``; ``""``: not
+    judged, as held): broken when one failed, when it had no judged request or its timing was not
+    trustworthy; else inconclusive when one is; else held."""
+    if not requests or not timing_trustworthy or "failed" in slo_results:
+        return BROKEN
+    return INCONCLUSIVE if INCONCLUSIVE in slo_results else HELD
+
+
+def knee_span(outcomes: list[tuple[int, str]]) -> tuple[int | None, list[int], int | None]:
+    """``(knee, uncertain, broke)`` of levels given as ``(users, outcome)``: the knee is the most users that
+    held below the first broken level (an inconclusive level below it does not stop it: noise is no break);
+    ``uncertain`` the inconclusive levels above the knee and below the first broken — the knee may be as high
+    as the highest of them; ``broke`` the first broken level's users (``None``: none broke)."""
+    knee: int | None = None
+    uncertain: list[int] = []
+    for users, outcome in sorted(outcomes):
+        if outcome == BROKEN:
+            return knee, uncertain, users
+        if outcome == HELD:
+            knee, uncertain = users, []
+        else:
+            uncertain.append(users)
+    return knee, uncertain, None
+
 
 @dataclass
 class SweepVerdict:
@@ -46,6 +78,15 @@ class SweepVerdict:
     target: str
     measured: float | None
     passed: bool
+    #: ``held`` / ``failed`` / ``inconclusive`` (its interval straddles the target); "" in older files and
+    #: for an SLO not judged: read :meth:`outcome`
+    result: str = ""
+    #: inconclusive: the judged requests in all a conclusive answer needs at the spread observed
+    needed_requests: int | None = None
+
+    def outcome(self) -> str:
+        """``held`` / ``failed`` / ``inconclusive`` (older files: from ``passed``)."""
+        return self.result or ("held" if self.passed else "failed")
 
 
 @dataclass
@@ -78,6 +119,12 @@ class SweepLevel:
     #: of the requests ``requests_per_s`` counts, those that met every per-request latency target,
     #: per second (``None`` in older files)
     goodput_requests_per_s: float | None = None
+    #: ``held`` / ``broken`` / ``inconclusive`` (:func:`level_outcome`); "" in older files: read :meth:`outcome`
+    result: str = ""
+
+    def outcome(self) -> str:
+        """``held``, ``broken`` or ``inconclusive`` (older files, which had no intervals: held or broken)."""
+        return self.result or (HELD if self.held else BROKEN)
 
     def low_sample(self) -> dict[str, list[int]]:
         """Workload → the percentiles of :data:`SWEEP_MIN_REQUESTS` that came from fewer requests
@@ -101,6 +148,8 @@ class SweepResult:
     knee_users: int | None = None
     knee_requests_per_s: float | None = None
     knee_output_tokens_per_s: float | None = None
+    #: the inconclusive levels above the knee and below the first broken one: the knee may be as high
+    knee_inconclusive_users: list[int] = field(default_factory=list)
     complete: bool = False  # every planned level ran (or the sweep stopped early, saying why)
     stopped_early: str | None = None
     schema: int = SWEEP_SCHEMA_VERSION
@@ -111,19 +160,17 @@ class SweepResult:
         self.knee_users = knee.users if knee else None
         self.knee_requests_per_s = knee.requests_per_s if knee else None
         self.knee_output_tokens_per_s = knee.output_tokens_per_s if knee else None
+        self.knee_inconclusive_users = knee_span([(level.users, level.outcome()) for level in self.levels])[1]
         return self
 
 
 def sweep_knee(levels: list[SweepLevel]) -> SweepLevel | None:
-    """The goodput knee: the level with the most users that met every per-request SLO *and* every
-    level with fewer users did too (a level that held above one that broke is noise, not capacity).
-    A level whose timing was not trustworthy ends the search too: nothing at or above it was measured."""
-    knee = None
-    for level in sorted(levels, key=lambda level: level.users):
-        if not level.held or not level.timing_trustworthy:
-            break
-        knee = level
-    return knee
+    """The goodput knee: the level with the most users that met every per-request SLO with no level with
+    fewer users broken (a level that held above one that broke is noise, not capacity; an inconclusive one
+    below is noise too). A level whose timing was not trustworthy is broken: nothing at or above it was
+    measured. The inconclusive levels between the knee and the first broken: :func:`knee_span`."""
+    knee, _uncertain, _broke = knee_span([(level.users, level.outcome()) for level in levels])
+    return next((level for level in levels if level.users == knee), None)
 
 
 def write_sweep(run_dir: Path, result: SweepResult) -> None:
@@ -132,7 +179,8 @@ def write_sweep(run_dir: Path, result: SweepResult) -> None:
 
 
 def _level(data: dict[str, Any]) -> SweepLevel:
-    slos = [SweepVerdict(str(v["target"]), v.get("measured"), bool(v["passed"])) for v in data.get("slos") or []]
+    slos = [SweepVerdict(str(v["target"]), v.get("measured"), bool(v["passed"]), str(v.get("result") or ""),
+                         v.get("needed_requests")) for v in data.get("slos") or []]  # fmt: skip
     return SweepLevel(
         users=int(data["users"]),
         kind=str(data.get("kind") or "level"),
@@ -149,6 +197,7 @@ def _level(data: dict[str, Any]) -> SweepLevel:
         timing_reason=str(data.get("timing_reason") or ""),
         latency_requests={str(k): int(v) for k, v in (data.get("latency_requests") or {}).items()},
         goodput_requests_per_s=_optional_float(data.get("goodput_requests_per_s")),
+        result=str(data.get("result") or ""),
     )
 
 
@@ -174,6 +223,7 @@ def read_sweep(run_dir: Path | str) -> SweepResult | None:
         knee_users=data.get("knee_users"),
         knee_requests_per_s=data.get("knee_requests_per_s"),
         knee_output_tokens_per_s=data.get("knee_output_tokens_per_s"),
+        knee_inconclusive_users=[int(u) for u in data.get("knee_inconclusive_users") or []],
         complete=bool(data.get("complete")),
         stopped_early=data.get("stopped_early"),
         schema=version,

@@ -19,8 +19,9 @@ from reports.data.rundir import RunData
 from reports.judging.formats import slo_value
 from reports.judging.slo import per_request_spec
 from reports.judging.slo_spec import SloSpec
-from reports.sections.sweep.model import percentiles_ms
+from reports.sections.sweep.model import knee_range_words, percentiles_ms
 from workloads.rundir import SWEEP_MIN_REQUESTS, CapacityResult, CapacityStep, read_capacity, read_load
+from workloads.rundir.sweep import HELD, INCONCLUSIVE
 
 __all__ = ["CapacityRow", "CapacityView", "capacity_block", "capacity_verdict", "capacity_view", "step_windows"]
 
@@ -34,8 +35,10 @@ class CapacityRow:
     step: CapacityStep
     latency_ms: dict[str, dict[str, float | None]]  # ttft/itl/e2e -> p50/p95/p99 (ms)
     requests: int  # the successful requests of the step's second half behind the percentiles
-    slos: list[tuple[str, bool]] = field(default_factory=list)  # each SLO in words, and whether it held
+    #: each SLO in words, and whether it held (inconclusive: not held, not broken: ``unsure`` names it)
+    slos: list[tuple[str, bool]] = field(default_factory=list)
     highest: bool = False  # the highest load that held
+    unsure: list[str] = field(default_factory=list)  # the SLOs inconclusive at this step, in words
 
     @property
     def low(self) -> list[str]:
@@ -45,8 +48,23 @@ class CapacityRow:
     def broken(self) -> list[str]:
         """What the step broke (its timing, or each SLO with its figure in its unit)."""
         out = [] if self.step.timing_trustworthy else [self.step.timing_reason or "timing not trustworthy"]
-        out += [words for words, held in self.slos if not held]
+        out += [words for words, held in self.slos if not held and words not in self.unsure]
+        if not out and self.step.outcome() == INCONCLUSIVE:
+            return list(self.unsure)
         return out if out or self.step.requests else ["no judged requests"]
+
+    @property
+    def word(self) -> str:
+        """The step's outcome as its SLO cell says it."""
+        if not self.step.timing_trustworthy:
+            return "timing not trustworthy"
+        word = {HELD: "held", INCONCLUSIVE: "inconclusive"}.get(self.step.outcome(), "BROKE")
+        return word + (" (held twice its time)" if self.step.extended else "")
+
+    @property
+    def css(self) -> str:
+        """The SLO cell's class: ``pass``, ``undecided`` (inconclusive) or ``fail``."""
+        return {HELD: "pass", INCONCLUSIVE: "undecided"}.get(self.step.outcome(), "fail")
 
 
 @dataclass
@@ -55,6 +73,12 @@ class CapacityView:
 
     result: CapacityResult
     rows: list[CapacityRow]
+
+    @property
+    def uncertainty(self) -> str:
+        """How high the capacity may be above the highest step held (``between 8 and 16 users: 12, 16
+        inconclusive``); "" when no step above it was inconclusive."""
+        return knee_range_words(self.result.highest_users_that_held, self.result.inconclusive_users)
 
 
 def capacity_view(run: RunData, spec: SloSpec) -> CapacityView | None:
@@ -73,9 +97,12 @@ def capacity_view(run: RunData, spec: SloSpec) -> CapacityView | None:
         ended = start + df["e2e_s"].to_numpy(dtype=float) if len(df) else np.zeros(0)
         # as the search judged the step: its second half's requests that had ended when it was judged
         sel = ok & (start >= lo) & (start < hi) & (ended <= hi)
-        slos = [_slo_words(key, value, targets) for key, value in step.measured.items()]
+        slos = [_slo_words(key, value, targets, step.results.get(key)) for key, value in step.measured.items()]
+        unsure = [
+            words for (words, _), key in zip(slos, step.measured, strict=True) if step.results.get(key) == INCONCLUSIVE
+        ]
         highest = step.users == result.highest_users_that_held
-        rows.append(CapacityRow(step, percentiles_ms(run, sel), int(sel.sum()), slos, highest))
+        rows.append(CapacityRow(step, percentiles_ms(run, sel), int(sel.sum()), slos, highest, unsure))
     return CapacityView(result, rows)
 
 
@@ -83,9 +110,14 @@ def step_windows(run: RunData, result: CapacityResult) -> dict[int, tuple[float,
     """users -> the epoch seconds of the step's second half: the steps follow one another every
     ``--capacity-step-time`` from the run's start (``load.jsonl``'s users over time when that is unknown)."""
     step_s, t0 = run.meta.option("capacity_step_time"), run.meta.started_epoch_s
-    if step_s and t0:
-        length = float(step_s)
-        return {s.users: (t0 + (k + 0.5) * length, t0 + (k + 1) * length) for k, s in enumerate(result.steps)}
+    length = _seconds(step_s)
+    if length and t0:  # an inconclusive step was held twice its time: judged from its middle to its end
+        out, start = {}, float(t0)
+        for s in result.steps:
+            end = start + length * (2 if s.extended else 1)
+            out[s.users] = (start + length / 2, end)
+            start = end
+        return out
     load = read_load(run.path)
     out: dict[int, tuple[float, float]] = {}
     for step in result.steps:
@@ -94,12 +126,22 @@ def step_windows(run: RunData, result: CapacityResult) -> dict[int, tuple[float,
             continue
         later = [s.epoch_s for s in load if s.epoch_s > times[0] and s.users != step.users]
         end = min(later) if later else max(times) + 1.0
-        out[step.users] = (times[0] + (end - times[0]) / 2, end)
+        half = length / 2 if length else (end - times[0]) / (4 if step.extended else 2)
+        out[step.users] = (times[0] + half, end)
     return out
 
 
-def _slo_words(key: str, measured: float | None, targets: list[Any]) -> tuple[str, bool]:
-    """``("code ttft_ms p95 390 ms vs <= 250 ms", False)`` for one of a step's measured SLOs."""
+def _seconds(value: Any) -> float:
+    """``--capacity-step-time`` as run.json keeps it (seconds); 0 when unknown or unreadable."""
+    try:
+        return float(value) if value not in (None, "") else 0.0
+    except (ValueError, TypeError):
+        return 0.0
+
+
+def _slo_words(key: str, measured: float | None, targets: list[Any], result: str | None = None) -> tuple[str, bool]:
+    """``("code ttft_ms p95 390 ms vs <= 250 ms", False)`` for one of a step's measured SLOs (``result``: as
+    the search judged it by its interval; None, in older files: judged here on the figure)."""
     words = key.split()
     metric, stat, scope = words[-2], words[-1], words[-3] if len(words) >= 3 else "run"
     target = next((t for t in targets if t.metric == metric and t.stat == stat and t.scope in (scope, "*")), None)
@@ -108,8 +150,10 @@ def _slo_words(key: str, measured: float | None, targets: list[Any]) -> tuple[st
     held = measured is not None and (
         measured <= target.threshold if target.op == "<=" else measured >= target.threshold
     )
+    held = held if result is None else result == HELD
     bound = slo_value(metric, target.threshold, threshold=True)
-    return f"{key} {slo_value(metric, measured)} vs {target.op} {bound}", held
+    unsure = " inconclusive" if result == INCONCLUSIVE else ""
+    return f"{key} {slo_value(metric, measured)} vs {target.op} {bound}{unsure}", held
 
 
 def _read(run: RunData) -> CapacityResult | None:
@@ -130,8 +174,11 @@ def capacity_block(run: RunData) -> dict[str, Any] | None:
             "users": s.users,
             "requests": s.requests,
             "held": s.held,
+            "result": s.outcome(),  # held, broken or inconclusive (too few requests to tell)
             "timing_trustworthy": s.timing_trustworthy,
             "measured": s.measured,
+            "results": s.results,  # each SLO: held, failed or inconclusive
+            "extended": s.extended,  # held a second --capacity-step-time: inconclusive after the first
         }
         for s in result.steps
     ]
@@ -139,6 +186,9 @@ def capacity_block(run: RunData) -> dict[str, Any] | None:
         "highest_users_that_held": result.highest_users_that_held,
         "broke_at_users": result.broke_at_users,
         "untrustworthy_at_users": result.untrustworthy_at_users,
+        # the inconclusive steps above the highest held: the capacity may be that high
+        "inconclusive_users": result.inconclusive_users,
+        "stopped": result.stopped,
         "steps": steps,
     }
 
@@ -152,6 +202,13 @@ def capacity_verdict(block: dict[str, Any]) -> tuple[str, str]:
         block.get("broke_at_users"),
         block.get("untrustworthy_at_users"),
     )
+    uncertain = [int(u) for u in block.get("inconclusive_users") or []]
+    span = knee_range_words(best, uncertain)
+    if best is None and uncertain:  # the first step inconclusive, and none held above it
+        return "inconclusive", (
+            f"capacity search: no step held for sure — {span}: too few requests per step "
+            "to tell (a longer --capacity-step-time answers)"
+        )
     if best is None:
         if untrusted is not None:
             return "unreliable", (
@@ -167,6 +224,8 @@ def capacity_verdict(block: dict[str, Any]) -> tuple[str, str]:
         if untrusted is not None
         else "; the last step held: the capacity is at least this"
     )
+    if span:
+        where += f"; {span} (the capacity may be that high)"
     return "passed", (
         f"capacity search: highest load that held every per-request SLO: {best} users "
         f"(each step judged on its own requests){where}"

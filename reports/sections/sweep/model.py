@@ -19,6 +19,7 @@ import numpy as np
 from reports.data.columns import dropped_nan, selected, workloads_in
 from reports.data.rundir import RunData, run_from_records
 from reports.judging.formats import number, per_s, slo_value, tok_s
+from reports.judging.intervals import DEFAULT_CONFIDENCE
 from reports.judging.slo import goodput, per_request_spec
 from reports.judging.slo_spec import SloSpec
 from reports.judging.targets import evaluate_each_target
@@ -34,15 +35,19 @@ from workloads.rundir import (
     SweepLevel,
     SweepResult,
     SweepVerdict,
+    knee_span,
+    level_outcome,
     read_sweep,
     sweep_knee,
 )
+from workloads.rundir.sweep import HELD, INCONCLUSIVE
 
 log = logging.getLogger("tokenstorm")
 
 __all__ = [
     "LevelRow",
     "SweepView",
+    "knee_range_words",
     "level_rows",
     "measure_sweep_level",
     "percentiles_ms",
@@ -60,24 +65,29 @@ def _start(row: dict[str, Any]) -> float:
 
 def measure_sweep_level(rows: list[dict[str, Any]], spec: SloSpec, *, users: int, kind: str, started_epoch_s: float,
                         judged_from_epoch_s: float, judged_to_epoch_s: float,
-                        targets: list[str] | None = None) -> SweepLevel:  # fmt: skip
+                        targets: list[str] | None = None,
+                        confidence: float = DEFAULT_CONFIDENCE) -> SweepLevel:  # fmt: skip
     """One sweep level from decoded request records (any that overlap it; the rest are ignored).
 
     Latency and SLOs: the requests that started in ``[judged_from, judged_to)``; achieved throughput:
     the successful requests that *ended* in it, per second — a request still queued when the level
     is judged is not there to count, but one that finished is, whenever it started. ``targets``: the
-    A/B run's labels (a target without a request in the level breaks it)."""
+    A/B run's labels (a target without a request in the level breaks it). Each SLO is judged by its
+    interval at ``confidence`` (the run's ``--confidence``): the level is held, broken (one failed) or
+    inconclusive (none failed, one straddles its target: too few requests to tell, not a break)."""
     lo, hi = judged_from_epoch_s, judged_to_epoch_s
     live = [r for r in rows if r.get("error_category") != ErrorCategory.CANCELLED]
     # A level has its own settling time (its first half); --warmup flags do not take its requests away.
     judged = [{**r, "warmup": False} for r in live if lo <= _start(r) < hi]
     ended = [r for r in live if r.get("ok") and lo <= _start(r) + float(r.get("e2e_s") or 0.0) < hi]
     span_s = max(hi - lo, 1e-9)
-    run = run_from_records(judged, RunMeta(status="running"))
+    run = run_from_records(judged, RunMeta(status="running", options={"confidence": confidence}))
     per_request = per_request_spec(spec)
     results = evaluate_each_target(run, per_request, targets) if judged else []  # A/B: each must hold
     verdicts = [SweepVerdict(f"{r.target + ' ' if r.target else ''}{r.scope} {r.metric} {r.stat} {r.op} "
-                             f"{r.threshold:g}", r.measured, r.passed) for r in results]  # fmt: skip
+                             f"{r.threshold:g}", r.measured, r.passed, r.result if r.judged else "",
+                             r.needed_requests) for r in results]  # fmt: skip
+    result = level_outcome([v.outcome() for v in verdicts], len(judged))
     good = 0.0  # requests that met every per-request latency target, of those that ended in the level
     if ended:
         finished = run_from_records(ended, RunMeta(status="running"))
@@ -92,11 +102,12 @@ def measure_sweep_level(rows: list[dict[str, Any]], spec: SloSpec, *, users: int
         requests=len(judged),
         requests_per_s=len(ended) / span_s,
         output_tokens_per_s=sum(int(r.get("output_tokens") or 0) for r in ended) / span_s,
-        held=bool(judged) and all(v.passed for v in verdicts),
+        held=result == "held",
         latency_ms=latency_ms,
         slos=verdicts,
         latency_requests=latency_requests,
         goodput_requests_per_s=good / span_s,
+        result=result,
     )
 
 
@@ -148,10 +159,31 @@ class LevelRow:
         return [f"p{p}" for p, least in SWEEP_MIN_REQUESTS.items() if self.requests < least]
 
     def broken(self) -> list[str]:
-        """What the level broke, each SLO with its measured figure in its unit (the level's row only)."""
+        """What the level broke, each SLO with its measured figure in its unit (the level's row only); an
+        inconclusive level: its inconclusive SLOs, each with the requests an answer needs."""
         out = [] if self.level.timing_trustworthy else [self.level.timing_reason or "timing not trustworthy"]
-        out += [sweep_slo_words(v) for v in self.level.slos if not v.passed]
+        out += [sweep_slo_words(v) for v in self.level.slos if v.outcome() == "failed"]
+        if not out and self.level.outcome() == INCONCLUSIVE:
+            out = [
+                sweep_slo_words(v) + _needs(v.needed_requests) for v in self.level.slos if v.outcome() == INCONCLUSIVE
+            ]
         return out if out or self.level.requests else ["no judged requests"]
+
+    @property
+    def word(self) -> str:
+        """The level's outcome as its SLO cell says it: ``held``, ``inconclusive``, ``BROKE`` or its timing."""
+        if not self.level.timing_trustworthy:
+            return "timing not trustworthy"
+        return {HELD: "held", INCONCLUSIVE: "inconclusive"}.get(self.level.outcome(), "BROKE")
+
+    @property
+    def css(self) -> str:
+        """The SLO cell's class: ``pass``, ``undecided`` (inconclusive) or ``fail``."""
+        return {HELD: "pass", INCONCLUSIVE: "undecided"}.get(self.level.outcome(), "fail")
+
+
+def _needs(requests: int | None) -> str:
+    return f" (needs about {requests:,} requests)" if requests else ""
 
 
 def sweep_slo_words(verdict: SweepVerdict) -> str:
@@ -217,6 +249,13 @@ class SweepView:
     workload_rows: list[LevelRow] = field(default_factory=list)
     #: a percentile from fewer requests than this is flagged low-sample (``p95``: 20, ``p99``: 100)
     min_requests: dict[int, int] = field(default_factory=lambda: dict(SWEEP_MIN_REQUESTS))
+    #: the inconclusive levels above the knee and below the first broken one: the knee may be that high
+    uncertain: list[SweepLevel] = field(default_factory=list)
+
+    @property
+    def knee_range(self) -> str:
+        """The knee's uncertainty in words (``between 16 and 24 users: 24 inconclusive``); "" when none."""
+        return knee_range_words(self.knee.users if self.knee else None, [lv.users for lv in self.uncertain])
 
     def low_sample(self, level: SweepLevel) -> str:
         """``level``'s low-sample percentiles in words ("" when none), e.g. ``code: p95, p99 (12 requests)``."""
@@ -242,9 +281,31 @@ def sweep_view(run: RunData, spec: SloSpec) -> SweepView | None:
         return None
     levels = sorted(result.levels, key=lambda level: level.users)
     knee = sweep_knee(levels)
+    uncertain = knee_span([(level.users, level.outcome()) for level in levels])[1]
     offered, achieved = sweep_figures(levels, knee, spec)
     rows = level_rows(run, levels, knee)
-    return SweepView(result, levels, knee, figure_png(offered), figure_png(achieved), rows, workload_rows(levels))
+    return SweepView(
+        result,
+        levels,
+        knee,
+        figure_png(offered),
+        figure_png(achieved),
+        rows,
+        workload_rows(levels),
+        uncertain=[level for level in levels if level.users in uncertain],
+    )
+
+
+def knee_range_words(knee: int | None, uncertain: list[int], noun: str = "users") -> str:
+    """``between 16 and 24 users: 24 inconclusive`` — how high a knee (or highest load held) may really be
+    when the levels above it were inconclusive; "" when none was."""
+    if not uncertain:
+        return ""
+    which = ", ".join(map(str, uncertain))
+    top = uncertain[-1]
+    if knee is None:
+        return f"at most {top} {noun}: {which} inconclusive, none held for sure"
+    return f"between {knee} and {top} {noun}: {which} inconclusive"
 
 
 def _read(run: RunData) -> SweepResult | None:
@@ -263,6 +324,13 @@ def sweep_verdict(block: dict[str, Any]) -> tuple[str, str]:
     levels = block.get("levels") or []
     untrusted = block.get("timing_untrustworthy_at_users")
     stopped = f"stopped: the load generator's timing was not trustworthy at {untrusted} users"
+    uncertain = [int(u) for u in block.get("knee_inconclusive_users") or []]
+    span = knee_range_words(block.get("knee_users"), uncertain)
+    if block.get("knee_users") is None and uncertain:
+        return "inconclusive", (
+            f"sweep: no goodput knee for sure — {span}: too few requests per level to tell "
+            "(a longer --sweep-level-time answers)"
+        )
     if block.get("knee_users") is None:
         lowest = min(levels, key=lambda lv: lv["users"], default=None)
         if lowest is not None and not lowest.get("timing_trustworthy", True):
@@ -273,6 +341,7 @@ def sweep_verdict(block: dict[str, Any]) -> tuple[str, str]:
     if untrusted is not None:
         partial = f" ({stopped}: a lower bound)"
     knee = f"{block['knee_users']} users, {per_s(block['knee_requests_per_s'])} req/s"
+    partial += f" ({span}: the knee may be that high)" if span else ""
     return "passed", (
         f"sweep: goodput knee {knee}, {tok_s(block['knee_output_tokens_per_s'])} output tok/s with every "
         f"per-request SLO met at it and every level below (each level judged on its own requests){partial}"
@@ -290,6 +359,8 @@ def sweep_block(run: RunData) -> dict[str, Any] | None:
         "knee_requests_per_s": knee.requests_per_s if knee else None,
         "knee_output_tokens_per_s": knee.output_tokens_per_s if knee else None,
         "max_requests_per_s": max((level.requests_per_s for level in result.levels), default=None),
+        # the inconclusive levels above the knee, below the first broken one: the knee may be that high
+        "knee_inconclusive_users": knee_span([(level.users, level.outcome()) for level in result.levels])[1],
         "levels": [_level_block(level) for level in sorted(result.levels, key=lambda level: level.users)],
         "complete": result.complete,
         "stopped_early": result.stopped_early,
@@ -300,7 +371,7 @@ def sweep_block(run: RunData) -> dict[str, Any] | None:
 
 def _level_block(level: SweepLevel) -> dict[str, Any]:
     return {"users": level.users, "kind": level.kind, "requests_per_s": level.requests_per_s,
-            "output_tokens_per_s": level.output_tokens_per_s, "held": level.held,
+            "output_tokens_per_s": level.output_tokens_per_s, "held": level.held, "result": level.outcome(),
             "timing_trustworthy": level.timing_trustworthy, "timing_reason": level.timing_reason,
             "goodput_requests_per_s": level.goodput_requests_per_s, "latency_requests": level.latency_requests,
             "low_sample": {w: [f"p{p}" for p in ps] for w, ps in level.low_sample().items()}}  # fmt: skip

@@ -26,7 +26,7 @@ def _rows(n: int, ttft_ms: float, failed: int = 0) -> list[dict[str, Any]]:
 
 def _level(rows: list[dict[str, Any]], users: int = 8) -> SweepLevel:
     return measure_sweep_level(rows, SPEC, users=users, kind="level", started_epoch_s=990.0,
-                               judged_from_epoch_s=1000.0, judged_to_epoch_s=1010.0)  # fmt: skip
+                               judged_from_epoch_s=1000.0, judged_to_epoch_s=1010.0, confidence=0.0)  # fmt: skip
 
 
 def test_a_broken_level_names_the_slo_measured_against_its_threshold() -> None:

@@ -60,10 +60,12 @@ def crowded() -> list[LoadSample]:
     return [LoadSample(T0 + k, 8, {"local": 40.0}, clock={"local": figures}) for k in range(5)]
 
 
+# These judge the steps on their figures (confidence 0): what they test is the timing; 50 requests would leave
+# a p95 inconclusive by its interval (that: test_sweep_outcomes.py).
 def test_a_step_read_on_time_holds_and_one_read_late_does_not_even_though_its_slos_held() -> None:
-    held = judge_step(on_time(), SPEC, 8, [], [])
+    held = judge_step(on_time(), SPEC, 8, [], [], confidence=0.0)
     assert held.held and held.timing_trustworthy and held.timing_reason.startswith("timing trustworthy")
-    late = judge_step(read_late(), SPEC, 16, [], crowded())
+    late = judge_step(read_late(), SPEC, 16, [], crowded(), confidence=0.0)
     assert late.measured["chat ttft_ms p95"] == pytest.approx(100.0)  # the SLO itself held...
     assert not late.held and not late.timing_trustworthy  # ...but on timing that cannot be trusted
     assert "timing NOT trustworthy" in late.timing_reason and "20% of 500 token events" in late.timing_reason
@@ -71,8 +73,11 @@ def test_a_step_read_on_time_holds_and_one_read_late_does_not_even_though_its_sl
 
 
 def test_the_search_stops_at_an_untrustworthy_step_and_reports_no_capacity_at_or_above_it(tmp_path: Path) -> None:
-    steps = [judge_step(on_time(), SPEC, 8, [], []), judge_step(on_time(), SPEC, 16, [], []),
-             judge_step(read_late(), SPEC, 24, [], crowded())]  # fmt: skip
+    steps = [
+        judge_step(on_time(), SPEC, 8, [], [], confidence=0.0),
+        judge_step(on_time(), SPEC, 16, [], [], confidence=0.0),
+        judge_step(read_late(), SPEC, 24, [], crowded(), confidence=0.0),
+    ]
     result = capacity_result(steps)
     assert result.highest_users_that_held == 16
     assert result.untrustworthy_at_users == 24 and result.broke_at_users is None  # no SLO broke: the timing did

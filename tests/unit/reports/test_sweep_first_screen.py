@@ -56,6 +56,7 @@ def _sweep_run(tmp_path: Path) -> tuple[Path, list[dict[str, Any]]]:
             started_epoch_s=1000.0 + 20 * k - 10,
             judged_from_epoch_s=1000.0 + 20 * k,
             judged_to_epoch_s=1000.0 + 20 * k + 10,
+            confidence=0.0,  # 12 requests a workload: judged on the figures (intervals: test_sweep_outcomes.py)
         )
         for k, u in enumerate(PLAN)
     ]

@@ -5,6 +5,13 @@ whose timing was not trustworthy (the load generator read its streams late: the 
 ``evaluate_fidelity`` over its judged records) does not hold either, and the search stops there:
 what it measured is the client's own queueing, so no capacity is reported at or above it.
 
+A step is judged by the SLOs' intervals (``--confidence``): one that failed none but whose interval straddles
+a target is *inconclusive* — too few requests to tell, not broken. It is held once more for another
+``--capacity-step-time`` and judged again on its second half and the extension; still inconclusive, it does
+not count as held (the highest load that held stays below it, which it may reach: said) and the search goes
+on, until a step breaks — or until two steps in a row ended inconclusive: the steps are too short for the
+SLOs' percentiles, and the search stops saying so.
+
 Each step's requests come from the record writer's tail (what it took since the previous
 step), so the judgement uses exactly the records the report will, whatever the on-disk format,
 and memory stays bounded however long the search runs.
@@ -19,6 +26,7 @@ from typing import Any
 from locust import LoadTestShape
 
 from ...rundir import CapacityStep, ErrorCategory, RecordTail, write_capacity
+from ...rundir.sweep import BROKEN, INCONCLUSIVE
 from ..core.context import context, current_options
 from .levels import capacity_result, judge_step, judged_load, untrusted_reason
 
@@ -40,6 +48,7 @@ class CapacitySearchShape(LoadTestShape):
         self._tail: RecordTail | None = None
         self._tail_of: object = None  # the writer the tail is fed by (one per run)
         self._pending: list[dict[str, Any]] = []
+        self._extended = False  # the current step was inconclusive once and is held a second step time
 
     def tick(self) -> tuple[int, float] | None:
         if self._done or self.runner is None:
@@ -49,13 +58,25 @@ class CapacitySearchShape(LoadTestShape):
         self._follow(context(self.runner.environment).writer)  # from the first tick: no record missed
         if self._users == 0:
             self._users, self._step_started = opts.capacity_start, now
-        elif now - self._step_started >= opts.capacity_step_time_s:
-            verdict = self._judge(self._step_started, now)
+        elif now - self._step_started >= opts.capacity_step_time_s * (2 if self._extended else 1):
+            # The step's second half is judged (its first is the queue settling); an extended step: from there on.
+            verdict = self._judge(self._step_started + opts.capacity_step_time_s / 2, now)
+            if verdict.outcome() == INCONCLUSIVE and not self._extended:
+                self._extended = True  # too few requests to tell: hold the step once more, then judge it again
+                log.info(
+                    "tokenstorm: capacity step %d users: inconclusive (%s) — held another %g s",
+                    verdict.users,
+                    _fmt(verdict.measured),
+                    opts.capacity_step_time_s,
+                )
+                return self._users, float(max(self._users, 1))
+            verdict.extended, self._extended = self._extended, False
             self.verdicts.append(verdict)
             log.info("tokenstorm: capacity step %d users: %s (%s)", verdict.users,
                      _step_word(verdict), _fmt(verdict.measured))  # fmt: skip
-            if not verdict.held or self._users + opts.capacity_step > opts.capacity_max:
-                self._finish(verdict)
+            stopped = _inconclusive_run(self.verdicts)
+            if verdict.outcome() == BROKEN or stopped or self._users + opts.capacity_step > opts.capacity_max:
+                self._finish(verdict, stopped)
                 return None
             self._users, self._step_started = self._users + opts.capacity_step, now
         return self._users, float(max(self._users, 1))  # reach each step at once
@@ -88,22 +109,23 @@ class CapacitySearchShape(LoadTestShape):
             self._tail, self._tail_of, self._pending = writer.tail(), writer, []
 
     def _judge(self, t_from: float, t_to: float) -> CapacityStep:
+        """The step judged on the records that started from ``t_from`` to ``t_to`` (run seconds)."""
         from reports import load_slo_spec
 
         assert self.runner is not None
         ctx = context(self.runner.environment)
         wall_start = time.time() - self.get_run_time()
-        # Judge the second half of the step: the first half is the queue settling.
-        lo = wall_start + t_from + (t_to - t_from) / 2
+        lo = wall_start + t_from
         rows = self._step_records(lo, wall_start + t_to)
         spec = ctx.slo_spec if ctx.slo_spec is not None else load_slo_spec()
         labels = [label for label, _ in ctx.options.targets]  # a target with no record here breaks the step
         counts = getattr(self.runner.environment.parsed_options, "timing_verdict", "fail") != "warn"
-        return judge_step(rows, spec, self._users, labels, judged_load(ctx.run_dir, lo, time.time()), counts)
+        load = judged_load(ctx.run_dir, lo, time.time())
+        return judge_step(rows, spec, self._users, labels, load, counts, ctx.options.confidence)
 
-    def _finish(self, last: CapacityStep) -> None:
+    def _finish(self, last: CapacityStep, stopped: str | None = None) -> None:
         self._done = True
-        result = capacity_result(self.verdicts)
+        result = capacity_result(self.verdicts, stopped)
         assert self.runner is not None
         ctx = context(self.runner.environment)
         if ctx.run_dir is not None:
@@ -111,7 +133,10 @@ class CapacitySearchShape(LoadTestShape):
         if result.untrustworthy_at_users is not None:
             stopped = "; " + untrusted_reason(last.users, last.timing_reason)
         else:
-            stopped = "" if result.broke_at_users is None else f"; SLOs broke at {result.broke_at_users} users"
+            said = "" if result.broke_at_users is None else f"; SLOs broke at {result.broke_at_users} users"
+            if result.inconclusive_users:
+                said += f"; {_users(result.inconclusive_users)} inconclusive (the capacity may be that high)"
+            stopped = said + (f"; {result.stopped}" if result.stopped else "")
         log.log(logging.ERROR if result.untrustworthy_at_users is not None else logging.INFO,
                 "tokenstorm: capacity — highest load that held: %s users%s", result.highest_users_that_held,
                 stopped)  # fmt: skip
@@ -120,7 +145,29 @@ class CapacitySearchShape(LoadTestShape):
 def _step_word(step: CapacityStep) -> str:
     if not step.timing_trustworthy:
         return f"TIMING NOT TRUSTWORTHY — {step.timing_reason}"
+    if step.outcome() == INCONCLUSIVE:
+        return "inconclusive (not held for sure, not broken: too few requests to tell)"
     return "held" if step.held else "BROKE"
+
+
+def _users(users: list[int]) -> str:
+    return f"{', '.join(map(str, users))} user{'s' if users[-1] != 1 else ''}"
+
+
+#: inconclusive steps in a row (each held twice its step time) that end a search: more users would only
+#: add more of them — the steps are too short for the SLOs' percentiles
+INCONCLUSIVE_IN_A_ROW = 2
+
+
+def _inconclusive_run(steps: list[CapacityStep]) -> str | None:
+    """Why the search stops after its last step (None: it goes on): :data:`INCONCLUSIVE_IN_A_ROW` in a row."""
+    last = steps[-INCONCLUSIVE_IN_A_ROW:]
+    if len(last) < INCONCLUSIVE_IN_A_ROW or any(s.outcome() != INCONCLUSIVE for s in last):
+        return None
+    return (
+        f"stopped: {INCONCLUSIVE_IN_A_ROW} steps in a row inconclusive after twice --capacity-step-time — "
+        "too few requests per step for the SLOs' percentiles; a longer --capacity-step-time answers"
+    )
 
 
 def _fmt(measured: dict[str, float | None]) -> str:

@@ -12,7 +12,18 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...rundir import CapacityResult, CapacityStep, ErrorCategory, LoadSample, RunMeta, SweepLevel, read_load
+from ...rundir import (
+    CapacityResult,
+    CapacityStep,
+    ErrorCategory,
+    LoadSample,
+    RunMeta,
+    SweepLevel,
+    knee_span,
+    level_outcome,
+    read_load,
+)
+from ...rundir.sweep import BROKEN, HELD, INCONCLUSIVE
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -54,10 +65,18 @@ def level_line(level: SweepLevel, most: int = 3) -> str:
     throughput; and the percentiles that came from too few requests to mean much."""
     if not level.timing_trustworthy:
         word = f"TIMING NOT TRUSTWORTHY ({level.timing_reason})" if level.timing_reason else "TIMING NOT TRUSTWORTHY"
-    elif level.held:
+    elif level.outcome() == HELD:
         word = "held"
+    elif level.outcome() == INCONCLUSIVE:
+        unsure = [
+            f"{v.target} (measured {_measured(v.measured)}{_needs(v.needed_requests)})"
+            for v in level.slos
+            if v.outcome() == INCONCLUSIVE
+        ]
+        more = f"; +{len(unsure) - most} more" if len(unsure) > most else ""
+        word = f"inconclusive (not broken: too few requests to tell) {'; '.join(unsure[:most])}{more}"
     else:
-        broken = [f"{v.target} (measured {_measured(v.measured)})" for v in level.slos if not v.passed]
+        broken = [f"{v.target} (measured {_measured(v.measured)})" for v in level.slos if v.outcome() == "failed"]
         more = f"; +{len(broken) - most} more" if len(broken) > most else ""
         word = f"BROKE {'; '.join(broken[:most])}{more}" if broken else "BROKE: no judged requests"
     low = "; ".join(f"{w or 'all'} {'/'.join(f'p{p}' for p in ps)} of {level.latency_requests.get(w, level.requests)}"
@@ -72,6 +91,10 @@ def _measured(value: float | None) -> str:
     return "none" if value is None else f"{value:.4g}"
 
 
+def _needs(requests: int | None) -> str:
+    return f", needs about {requests:,} requests" if requests else ""
+
+
 def plateau_reason(levels: list[SweepLevel]) -> str | None:
     """Why the sweep may stop now (``None``: go on): the last two levels (by users, the saturating probe
     left out) both broke an SLO and neither achieved :data:`RISING_SHARE` more requests/s than the best
@@ -81,7 +104,7 @@ def plateau_reason(levels: list[SweepLevel]) -> str | None:
         return None
     best = max(level.requests_per_s for level in ascending[:-2])
     last = ascending[-2:]
-    if all(not level.held and level.requests_per_s <= best * (1 + RISING_SHARE) for level in last):
+    if all(level.outcome() == BROKEN and level.requests_per_s <= best * (1 + RISING_SHARE) for level in last):
         return (
             f"stopped after {last[1].users} users: {last[0].users} and {last[1].users} users broke an SLO "
             f"and achieved no more than {best:.3g} req/s (+{RISING_SHARE:.0%}); more users would only queue"
@@ -126,37 +149,48 @@ def with_timing(level: SweepLevel, rows: list[dict[str, Any]], load: list[LoadSa
     from ...rundir import frame_from_rows  # pyarrow: only on the master
 
     trustworthy, reason = timing_of(frame_from_rows(judged)[0], load, counts)
-    return dataclasses.replace(level, held=level.held and trustworthy, timing_trustworthy=trustworthy,
-                               timing_reason=reason)  # fmt: skip
+    result = level.outcome() if trustworthy else BROKEN
+    return dataclasses.replace(level, held=result == HELD, timing_trustworthy=trustworthy, timing_reason=reason,
+                               result=result)  # fmt: skip
 
 
 def judge_step(rows: list[dict[str, Any]], spec: Any, users: int, labels: list[str],
-               load: list[LoadSample], counts: bool = True) -> CapacityStep:  # fmt: skip
+               load: list[LoadSample], counts: bool = True, confidence: float = 0.95) -> CapacityStep:  # fmt: skip
     """One step judged on ``rows`` (its judged records, cancelled ones left out): every per-request
     SLO of ``spec`` on every A/B target in ``labels``, and the timing's fidelity (``load``: the
-    load generators' samples meanwhile). It holds only if both do."""
+    load generators' samples meanwhile). It holds only if both do; it is inconclusive when no SLO
+    failed but one's interval straddles its target at ``confidence`` (the run's ``--confidence``;
+    :func:`level_outcome`)."""
     from reports import evaluate_each_target, per_request_spec, run_from_records
 
     # A step has its own settling time (its first half); --warmup flags do not take its requests away.
     rows = [{**r, "warmup": False} for r in rows]
-    run = run_from_records(rows, RunMeta(status="running"))
+    run = run_from_records(rows, RunMeta(status="running", options={"confidence": confidence}))
     results = evaluate_each_target(run, per_request_spec(spec), labels) if rows else []  # A/B: each must hold
-    measured = {f"{r.target + ' ' if r.target else ''}{r.scope} {r.metric} {r.stat}": r.measured for r in results}
+    keys = [f"{r.target + ' ' if r.target else ''}{r.scope} {r.metric} {r.stat}" for r in results]
+    measured = {key: r.measured for key, r in zip(keys, results, strict=True)}
+    outcomes = {key: _slo_outcome(r) for key, r in zip(keys, results, strict=True)}
     trustworthy, reason = timing_of(run.requests, load, counts) if rows else (True, "")
-    held = bool(rows) and all(r.passed for r in results) and trustworthy
-    return CapacityStep(users, len(rows), held, measured, trustworthy, reason)
+    result = level_outcome(list(outcomes.values()), len(rows), trustworthy)
+    return CapacityStep(users, len(rows), result == HELD, measured, trustworthy, reason, result, outcomes)
 
 
-def capacity_result(steps: list[CapacityStep]) -> CapacityResult:
-    """``capacity.json`` of the steps run, in order: the highest users held with every step below
-    held too, and where the search stopped — an SLO broke, or the timing was not trustworthy (then
-    no SLO verdict of that step counts: it is not said to have broken)."""
-    best: int | None = None
-    for step in steps:
-        if not step.held:
-            break
-        best = step.users
+def _slo_outcome(result: Any) -> str:
+    """``held`` / ``failed`` / ``inconclusive`` of one SLO result (not judged: held)."""
+    if not getattr(result, "judged", True):
+        return HELD
+    return str(getattr(result, "result", "") or (HELD if result.passed else "failed"))
+
+
+def capacity_result(steps: list[CapacityStep], stopped: str | None = None) -> CapacityResult:
+    """``capacity.json`` of the steps run, in order: the highest users held with no step below broken
+    (an inconclusive one below is noise, not a break), the inconclusive steps above it, and where the search
+    stopped — an SLO broke, the timing was not trustworthy (then no SLO verdict of that step counts: it
+    is not said to have broken), or ``stopped`` says why (inconclusive steps in a row)."""
+    best, uncertain, _broke = knee_span([(step.users, step.outcome()) for step in steps])
     last = steps[-1] if steps else None
     untrusted = last.users if last is not None and not last.timing_trustworthy else None
-    broke = last.users if last is not None and not last.held and untrusted is None else None
-    return CapacityResult(best, broke, list(steps), untrustworthy_at_users=untrusted)
+    broke = last.users if last is not None and last.outcome() == BROKEN and untrusted is None else None
+    return CapacityResult(
+        best, broke, list(steps), untrustworthy_at_users=untrusted, inconclusive_users=uncertain, stopped=stopped
+    )

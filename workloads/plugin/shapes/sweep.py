@@ -14,6 +14,10 @@ goodput knee — the highest level whose achieved load met every per-request SLO
   :func:`reports.measure_sweep_level`. The users then stay at the level for half as long again (the
   drain): the judged requests finish at the load they started under, however long they take up to
   then, and a distributed run's workers have shipped them (every ~3 s) before the level is judged.
+* Each SLO is judged by its interval (``--confidence``): a level is held, broken (an SLO failed) or
+  inconclusive (none failed, one's interval straddles its target — too few requests to tell: noise is
+  no break). The knee is the highest held level below the first broken one; the inconclusive levels
+  between them are its uncertainty (``knee 16 users (between 16 and 24 users: 24 inconclusive)``).
 * Unlike the capacity search a broken level does not end the sweep. It ends early only once two
   levels in a row broke an SLO without raising achieved requests/s 5% over the best level before
   them: at a flat throughput, more closed-loop users only lengthen the queue (latency = users /
@@ -34,7 +38,7 @@ from typing import Any
 
 from locust import LoadTestShape
 
-from ...rundir import RecordTail, SweepLevel, SweepResult, sweep_knee, write_sweep
+from ...rundir import RecordTail, SweepLevel, SweepResult, knee_span, sweep_knee, write_sweep
 from ..core.context import context, current_options
 from ..core.options import RunOptions
 from .levels import auto_levels, judged_load, level_line, plateau_reason, untrusted_reason, with_timing
@@ -156,7 +160,8 @@ class SweepShape(LoadTestShape):
         labels = [label for label, _ in ctx.options.targets]  # A/B: a target with no request here breaks the level
         rows = self._level_rows(self._started_epoch_s)
         level = measure_sweep_level(rows, spec, users=users, kind=kind, started_epoch_s=self._started_epoch_s,
-                                    judged_from_epoch_s=mid, judged_to_epoch_s=end, targets=labels)  # fmt: skip
+                                    judged_from_epoch_s=mid, judged_to_epoch_s=end, targets=labels,
+                                    confidence=ctx.options.confidence)  # fmt: skip
         # The clock samples from the judged part's start to now: while its requests were read.
         counts = getattr(self.runner.environment.parsed_options, "timing_verdict", "fail") != "warn"
         return with_timing(level, rows, judged_load(ctx.run_dir, mid, time.time()), counts)
@@ -177,8 +182,19 @@ class SweepShape(LoadTestShape):
         if stopped:
             log.log(logging.ERROR if untrusted else logging.INFO, "tokenstorm: sweep %s", stopped)
         if knee is None:
-            log.info("tokenstorm: sweep — no level %s (goodput knee: none)",
-                     "below that one held" if untrusted else "met every SLO")  # fmt: skip
+            which = "below that one held" if untrusted else "met every SLO for sure"
+            log.info("tokenstorm: sweep — no level %s (goodput knee: none)%s", which, _uncertainty(self.levels))
         else:
-            log.info("tokenstorm: sweep — goodput knee: %d users (%.3g req/s, %.0f output tok/s)", knee.users,
-                     knee.requests_per_s, knee.output_tokens_per_s)  # fmt: skip
+            log.info("tokenstorm: sweep — goodput knee: %d users (%.3g req/s, %.0f output tok/s)%s", knee.users,
+                     knee.requests_per_s, knee.output_tokens_per_s, _uncertainty(self.levels))  # fmt: skip
+
+
+def _uncertainty(levels: list[SweepLevel]) -> str:
+    """`` (between 16 and 24 users: 24 inconclusive)``: the inconclusive levels above the knee; "" when none."""
+    knee, uncertain, _broke = knee_span([(level.users, level.outcome()) for level in levels])
+    if not uncertain:
+        return ""
+    which = ", ".join(map(str, uncertain))
+    if knee is None:
+        return f" (at most {uncertain[-1]} users: {which} inconclusive, none held for sure)"
+    return f" (between {knee} and {uncertain[-1]} users: {which} inconclusive)"
