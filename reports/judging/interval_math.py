@@ -6,17 +6,22 @@ Wilson's score bounds. Import the public functions from :mod:`reports.judging.in
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+import pandas as pd
 from scipy import stats
 
 __all__ = [
     "CHUNK",
+    "CLUSTER_SLOTS",
     "DEFAULT_CONFIDENCE",
     "Interval",
     "alpha_of",
+    "cluster_chunks",
+    "cluster_slots",
     "count_at_most",
     "count_nan",
     "level_of",
@@ -30,6 +35,9 @@ __all__ = [
 
 DEFAULT_CONFIDENCE = 0.95
 CHUNK = 1 << 20  # values per pass over a large array (bounded temporaries: ~1 MB of flags)
+CLUSTER_SLOTS = 1 << 20  # clusters' totals are summed in this many slots (16 MB), however many clusters
+_SLOT_BITS = 20
+_FIBONACCI = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / golden ratio: consecutive keys land far apart
 
 
 @dataclass(frozen=True)
@@ -123,6 +131,26 @@ def values_at_ranks(values: np.ndarray, n: int, ranks: list[float | None]) -> li
         hi = min(lo + 1, n - 1)
         out.append(float(values[lo] + (h - lo) * (values[hi] - values[lo])))
     return out
+
+
+def cluster_slots(keys: np.ndarray) -> np.ndarray:
+    """The slot (0 .. CLUSTER_SLOTS − 1) of each cluster key, by a multiplicative hash. Clusters sharing a slot
+    have their totals summed: as independent clusters' totals are centred on 0, the cluster-robust variance
+    keeps its expectation and gains ~0.1% noise at most, while memory stays 16 MB however many clusters (a
+    table of millions of sessions would cost as much as the values). A few thousand clusters rarely share."""
+    if keys.dtype.kind not in "iub":
+        keys = pd.factorize(keys)[0]
+    mixed = keys.astype(np.int64, copy=False).view(np.uint64) * _FIBONACCI  # wraps modulo 2^64, as meant
+    return (mixed >> np.uint64(64 - _SLOT_BITS)).astype(np.intp)
+
+
+def cluster_chunks(clusters: np.ndarray) -> tuple[int, Iterator[np.ndarray]]:
+    """``(slots, codes)``: each cluster's index among ``slots``, CHUNK values at a time. Up to CLUSTER_SLOTS
+    values every cluster has its own (exact); above, the hashed slots of :func:`cluster_slots`."""
+    if clusters.size <= CLUSTER_SLOTS:
+        codes, uniques = pd.factorize(clusters)
+        return len(uniques), (codes[i : i + CHUNK] for i in range(0, codes.size, CHUNK))
+    return CLUSTER_SLOTS, (cluster_slots(clusters[i : i + CHUNK]) for i in range(0, clusters.size, CHUNK))
 
 
 def wilson(p: float, n_eff: float, z: float) -> tuple[float, float]:

@@ -37,7 +37,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pandas as pd
 from scipy import optimize, special, stats
 
 from reports.judging.interval_changes import (
@@ -51,6 +50,7 @@ from reports.judging.interval_math import (
     DEFAULT_CONFIDENCE,
     Interval,
     alpha_of,
+    cluster_chunks,
     count_nan,
     level_of,
     values_at_ranks,
@@ -101,14 +101,12 @@ def _cluster_design_effect(values: np.ndarray, q: float, clusters: np.ndarray) -
     if sub.size == 0:
         return 1.0
     estimate = float(np.quantile(sub, q))  # from every step-th value when there are millions: the same point
-    codes, uniques = pd.factorize(clusters)
-    g = len(uniques)
-    below = np.zeros(g, dtype=np.float64)
-    counts = np.zeros(g, dtype=np.float64)
-    for i in range(0, values.size, CHUNK):
-        part, code = values[i : i + CHUNK], codes[i : i + CHUNK]
-        counts += np.bincount(code[~np.isnan(part)], minlength=g)
-        below += np.bincount(code[part <= estimate], minlength=g)
+    slots, codes = cluster_chunks(clusters)
+    below, counts = np.zeros(slots), np.zeros(slots)
+    for i, slot in zip(range(0, values.size, CHUNK), codes, strict=True):
+        part = values[i : i + CHUNK]
+        counts += np.bincount(slot[~np.isnan(part)], minlength=slots)
+        below += np.bincount(slot[part <= estimate], minlength=slots)
     return _design_effect(below, counts)
 
 
@@ -219,13 +217,14 @@ def mean_interval(values: np.ndarray, confidence: float, clusters: np.ndarray | 
     var_iid = ss / (n - 1) / n
     deff, df = 1.0, n - 1
     if clusters is not None:
-        codes, uniques = pd.factorize(np.asarray(clusters))
-        g = len(uniques)
-        sums, counts = np.zeros(g), np.zeros(g)
-        for i, ok in ok_parts:
-            code = codes[i : i + CHUNK][ok]
-            sums += np.bincount(code, weights=values[i : i + CHUNK][ok], minlength=g)
-            counts += np.bincount(code, minlength=g)
+        clusters = np.asarray(clusters)
+        if clusters.shape != values.shape:
+            raise ValueError(f"clusters ({clusters.shape}) must match the values ({values.shape}) one for one")
+        slots, codes = cluster_chunks(clusters)
+        sums, counts = np.zeros(slots), np.zeros(slots)
+        for (i, ok), slot in zip(ok_parts, codes, strict=True):
+            sums += np.bincount(slot[ok], weights=values[i : i + CHUNK][ok], minlength=slots)
+            counts += np.bincount(slot[ok], minlength=slots)
         g = int(np.count_nonzero(counts))
         if g < 2:
             return Interval(None, None, confidence, n, 1.0)

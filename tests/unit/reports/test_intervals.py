@@ -234,3 +234,20 @@ def test_bad_confidence_or_percentile_is_a_plain_error() -> None:
     with pytest.raises(ValueError, match="0 < q < 100"):
         iv.quantile_interval(np.ones(10), 100, 0.95)
     assert iv.quantile_interval(np.array([np.nan]), 50, 0.95) == iv.Interval(None, None, 0.95, 0, 0.0)
+
+
+def test_millions_of_sessions_get_the_same_design_effect_in_bounded_memory() -> None:
+    # above a million values the clusters' totals are kept in a fixed number of hashed slots: the design
+    # effect stays what every session counted apart gives (computed here directly, Woodruff's formula)
+    values, clusters, _ = sessions_of_five(np.random.default_rng(13), 1, 240_000)
+    values, keys = values[0], np.random.default_rng(14).integers(-(2**62), 2**62, 240_000)[clusters]
+    estimate = np.quantile(values, 0.9)
+    _, codes = np.unique(keys, return_inverse=True)
+    below = np.bincount(codes, weights=values <= estimate)
+    resid = below - 0.9 * np.bincount(codes)
+    exact_deff = resid @ resid / (values.size * 0.9 * 0.1)
+    ci = iv.quantile_interval(values.copy(), 90, 0.95, keys)
+    assert exact_deff > 3
+    assert values.size / ci.n_eff == pytest.approx(exact_deff, rel=0.02)
+    mean = iv.mean_interval(values, 0.95, keys)
+    assert values.size / mean.n_eff > 3
