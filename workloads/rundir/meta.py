@@ -92,14 +92,14 @@ EXIT_RUN_FAILED = EXIT_CODES["run_failed"]
 DEFAULT_CONFIDENCE = 0.95
 
 
-def parse_confidence(value: Any) -> float:
-    """``--confidence``: 0 (judge point estimates) or a share from 0.5 to below 1; ValueError (one line) else."""
+def parse_confidence(value: Any, error: type[ValueError] = ValueError) -> float:
+    """``--confidence``: 0 (judge point estimates) or a share from 0.5 to below 1; ``error`` (one line) else."""
     try:
         v = float(DEFAULT_CONFIDENCE if value in (None, "") else value)
     except (TypeError, ValueError):
-        raise ValueError(f"--confidence {value!r}: not a number") from None
+        raise error(f"--confidence {value!r}: not a number") from None
     if v != 0 and not 0.5 <= v < 1:
-        raise ValueError(f"--confidence {value}: a share from 0.5 to below 1, e.g. 0.95 (0: judge point estimates)")
+        raise error(f"--confidence {value}: a share from 0.5 to below 1, e.g. 0.95 (0: judge point estimates)")
     return v
 
 

@@ -23,6 +23,7 @@ from ...rundir import parse_confidence
 from ...traffic.durations import DURATION_FORMS, parse_duration, parse_duration_range
 from .errors import OptionError
 from .flags import add_options  # declared there (what Locust shows), parsed here
+from .option_problems import users_problem, warmup_problem
 from .targets import resolve_targets
 
 __all__ = [
@@ -31,7 +32,6 @@ __all__ = [
     "OptionError",
     "RunOptions",
     "add_options",
-    "confidence_option",
     "parse_duration_option",
     "parse_steps",
     "recorded_options",
@@ -89,24 +89,6 @@ def parse_steps(text: str) -> list[tuple[int, float]]:
     return steps
 
 
-def warmup_problem(warmup_s: float, slo_warmup_s: float, slo_source: str, run_time_s: float | None) -> str | None:
-    """What is wrong with a warm-up (``--warmup``, or the SLO file's ``warmup_s``: the longer counts) as long as
-    the run (``-t``) or longer, in one line naming both durations; ``None`` when it is shorter, or the run
-    has no set length (the web UI, a load shape). Such a run would judge no request: it is refused before
-    any traffic, not ended on "run failed" after it."""
-    if not run_time_s or max(warmup_s, slo_warmup_s) < run_time_s:
-        return None
-    if slo_warmup_s > warmup_s:
-        which = f"warmup_s {slo_warmup_s:g} s in the SLO file {slo_source}"
-    else:
-        which = f"--warmup {warmup_s:g} s"
-    as_long = "as long as" if max(warmup_s, slo_warmup_s) == run_time_s else "longer than"
-    return (
-        f"the warm-up ({which}) is {as_long} the run (-t {run_time_s:g} s): no request would be judged; "
-        "run longer or shorten the warm-up"
-    )
-
-
 def recorded_options(options: dict[str, Any]) -> dict[str, Any]:
     """``options`` (Locust's, as given) with each duration option in seconds, as ``run.json`` keeps them: a
     report reads ``--warmup 5m`` as 300 s. A value that is no duration is kept as given (the run refused it)."""
@@ -136,14 +118,6 @@ def parse_sweep_levels(text: str) -> tuple[int, ...]:
     if any(u < 1 for u in levels) or any(b <= a for a, b in itertools.pairwise(levels)):
         raise OptionError(f"--sweep-levels {text!r}: expected users >= 1, increasing, e.g. 1,2,4,8,16")
     return levels
-
-
-def confidence_option(value: Any) -> float:
-    """``--confidence``: 0 (judge point estimates) or a share in [0.5, 1), e.g. 0.95."""
-    try:
-        return parse_confidence(value)
-    except ValueError as exc:
-        raise OptionError(str(exc)) from None
 
 
 def _choice(flag: str, value: str, allowed: tuple[str, ...]) -> str:
@@ -245,15 +219,6 @@ def _emulator_args(raw: str) -> str:
             "e.g. --emulator-args '--ttft-ms 50 --itl-ms 5'"
         ) from None
     return raw
-
-
-def users_problem(num_users: int | None, *, starts_itself: bool, has_shape: bool) -> str | None:
-    """What is wrong with ``-u`` for a run that starts itself (headless, ``--autostart``) with no load shape
-    to set its users: fewer than 1 would send nothing and end on "run failed" after its whole ``-t``;
-    ``None`` when it is fine (not given: Locust's 1)."""
-    if not starts_itself or has_shape or num_users is None or num_users >= 1:
-        return None
-    return f"-u {num_users}: a run needs at least 1 user (-u 1 or more)"
 
 
 @dataclass(frozen=True)
@@ -358,7 +323,7 @@ class RunOptions:
             timing_source=_choice(
                 "--timing-source", str(get("timing_source", "client") or "client"), ("client", "server", "auto")
             ),
-            confidence=confidence_option(get("confidence", 0.95)),
+            confidence=parse_confidence(get("confidence", 0.95), OptionError),
             until_conclusive=bool(get("until_conclusive", False)),
             report_every_s=parse_duration_option("--report-every", get("report_every", 3600.0)),
             gpu_cost_per_hour=_number("--gpu-cost-per-hour", get("gpu_cost_per_hour", 0.0), minimum=0),
