@@ -45,14 +45,27 @@ def final_slo_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     for r in summary.get("slos") or []:
         measured = r.get("measured")
         status = "no data" if measured is None else "pass" if r.get("passed") else "fail"
+        note = r.get("note") or ""
+        if r.get("result") == "inconclusive":  # the interval straddles the target: neither pass nor fail
+            status, note = "inconclusive", _undecided(r)
         where = f"{r['target']}: " if r.get("target") else ""
         threshold = r.get("threshold")
         rows.append({"label": f"{where}{r.get('scope')} {r.get('metric')} {r.get('stat')} {r.get('op')} {threshold:g}"
                      if isinstance(threshold, (int, float)) else f"{where}{r.get('scope')} {r.get('metric')}",
                      "scope": r.get("scope"), "metric": r.get("metric"), "stat": r.get("stat"), "op": r.get("op"),
                      "threshold": threshold, "measured": None if measured is None else round(float(measured), 4),
-                     "status": status, "note": r.get("note") or ""})  # fmt: skip
+                     "status": status, "note": note})  # fmt: skip
     return rows
+
+
+def _undecided(slo: dict[str, Any]) -> str:
+    """``95% interval 280–∞: needs ~370 requests (has 180)`` for an inconclusive SLO row."""
+    low, high = slo.get("ci_low"), slo.get("ci_high")
+    level = f"{float(slo.get('confidence') or 0) * 100:g}% interval"
+    ends = f"{'—' if low is None else f'{low:,.4g}'}–{'∞' if high is None else f'{high:,.4g}'}"
+    needed, has = slo.get("needed_requests"), slo.get("samples")
+    more = f": needs ~{needed:,} (has {has:,})" if isinstance(needed, int) and isinstance(has, int) else ""
+    return f"inconclusive — {level} {ends}{more}"
 
 
 def final_timing_status(summary: dict[str, Any]) -> str:

@@ -185,7 +185,7 @@
     return p;
   }
 
-  var STATUS_COLORS = { pass: "#15803d", fail: "#c62828", warn: "#e65100" };
+  var STATUS_COLORS = { pass: "#15803d", fail: "#c62828", warn: "#e65100", inconclusive: "#9a6700" };
   var STATUS_WORDS = { wait: "TOO FEW YET" };
 
   function sloTable() {
@@ -220,7 +220,7 @@
   }
 
   var VERDICT_COLORS = { passed: "#15803d", failed: "#c62828", run_failed: "#c62828", unreliable: "#e65100",
-                         incomplete: "#e65100" };
+                         incomplete: "#e65100", inconclusive: "#9a6700" };
 
   /* Above the LLM table once the run has ended: the verdict, its reason, the timing fidelity line
      and the report, as the console's last lines say them. */
