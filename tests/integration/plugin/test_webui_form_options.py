@@ -257,6 +257,13 @@ def _summary(run_dir: Path) -> dict[str, Any]:
     return dict(json.loads((run_dir / "summary.json").read_text()))
 
 
+def _stopped_itself(_df: pd.DataFrame, run_dir: Path) -> bool:
+    """The run ended failed well before its 60 s: stopped once its SLO was answered."""
+    meta = json.loads((run_dir / "run.json").read_text())
+    ran_s = float(meta["stopped_epoch_s"]) - float(meta["started_epoch_s"])
+    return _summary(run_dir)["verdict"] == "failed" and ran_s < 40
+
+
 def _lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
@@ -328,6 +335,9 @@ EFFECTS: dict[str, Effect] = {
     "timing_verdict": Effect("fail", why="decides only when the timing is untrustworthy, not made so here"),
     # the built-in emulator returns each request's own timing: judged on it, as asked
     "timing_source": Effect("server", check=lambda _, d: _summary(d)["timing_source_used"] == "server"),
+    "confidence": Effect("0.9", check=lambda _, d: {s["confidence"] for s in _summary(d)["slos"]} == {0.9}),
+    # every SLO answered (fails.yaml's fails at once): the run stops by itself, long before the form's 60 s
+    "until_conclusive": Effect("true", "conclusive", _stopped_itself),
     "allow_lost_workers": Effect("true", why="decides only when a worker is lost: a local run has none"),
     "consistency_probes": Effect("2", check=lambda _, d: len(_lines(d / "probes.jsonl")) > 0),  # default: none
     "gpu_monitor": Effect("http://127.0.0.1:9/", why="no GPU sidecar answers there: no samples either way"),
@@ -359,6 +369,8 @@ def test_every_option_the_form_shows_takes_effect_or_is_refused(web: WebUi) -> N
     chat_only = "chat=1,code=0,contract=0,agent=0"
     runs["long"].update(weights=chat_only, ignore_eos="true", user_count="2")  # 2000 tokens: 2 s at 1 ms each
     runs["stall"]["weights"] = runs["dataset"]["weights"] = chat_only
+    (web.cwd / "fails.yaml").write_text("slos:\n  run:\n    ttft_ms: {p50: 0.001}\n")  # no TTFT is a microsecond
+    runs["conclusive"].update(slo="fails.yaml", run_time="60s")
     failed: list[str] = []
     for name, form in runs.items():
         run_dir = web.start(form)

@@ -26,7 +26,7 @@ from ..quality import probes
 from ..shapes import soak
 from ..users.workload import WorkloadUser, run_targets
 from ..web.webui import extend_web_ui
-from . import locust_compat, master_watch, otlp, shipping, write_faults
+from . import locust_compat, master_watch, otlp, shipping, until_conclusive, write_faults
 from .checks import (
     check_run_root,
     load_slo_spec_or_exit,
@@ -211,6 +211,7 @@ def _on_test_start(environment: Environment, **_kw: Any) -> None:
         ctx.progress = ProgressPrinter(environment, ctx)
         ctx.progress.start()
     start_monitor(environment, ctx, run_dir)
+    until_conclusive.start(environment, ctx)  # --until-conclusive: ends the run once every SLO is answered
 
 
 def _start_worker(environment: Environment, ctx: RunContext) -> None:
@@ -306,6 +307,7 @@ def _on_test_stopping_progress(ctx: RunContext) -> None:
 def _on_test_stopping(environment: Environment, **_kw: Any) -> None:
     ctx = context(environment)
     _on_test_stopping_progress(ctx)  # the display ends before the closing block and its verdict
+    until_conclusive.stop(environment)
     ctx.stopping = True
     ctx.flushed_workers.clear()
     probes.stop_probes(environment)  # a pass under load not finished: not measured
@@ -334,6 +336,7 @@ def _on_test_stop(environment: Environment, **_kw: Any) -> None:
 def _on_quitting(environment: Environment, **_kw: Any) -> None:
     ctx = context(environment)
     _on_test_stopping_progress(ctx)
+    until_conclusive.stop(environment)
     runner = environment.runner
     if not ctx.is_worker and runner is not None and locust_compat.is_running(runner):
         # Locust fires "quitting" before it stops the users (Ctrl-C, SIGTERM, web UI quit):
