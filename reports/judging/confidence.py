@@ -126,7 +126,8 @@ def latency_evidence(
     if _conclusive(op, threshold_ms, ms):
         return Evidence(ms)
     deff = ms.n / ms.n_eff if ms.n_eff else 1.0
-    return Evidence(ms, iv.needed_samples_quantile(values, q, threshold_ms / 1000, confidence, deff))
+    n = int(values.size)  # before needed_samples_quantile reorders them
+    return Evidence(ms, _more(iv.needed_samples_quantile(values, q, threshold_ms / 1000, confidence, deff), n))
 
 
 def error_evidence(
@@ -135,12 +136,12 @@ def error_evidence(
     """The interval of the share of ``failed`` (a bool per judged request)."""
     if not confidence or not failed.size:
         return Evidence(None)
-    deff = _share_design_effect(failed, clusters)
+    deff = iv.share_design_effect(failed, clusters)
     k, n = int(failed.sum()), int(failed.size)
     interval = iv.proportion_interval(k, n, confidence, deff)
     if _conclusive(op, threshold, interval):
         return Evidence(interval)
-    return Evidence(interval, iv.needed_samples_proportion(k, n, threshold, confidence, deff))
+    return Evidence(interval, _more(iv.needed_samples_proportion(k, n, threshold, confidence, deff), n))
 
 
 def rate_evidence(count: float, events: int, window_s: float, confidence: float) -> Evidence:
@@ -167,26 +168,12 @@ def _needed_itl(hist: ItlHistogram, q: float, threshold_ms: float, confidence: f
     """Gaps a conclusive ITL answer needs: ``p{q} ≤ T`` holds exactly when the share of gaps above T is at most
     ``1 − q``, so the share's interval answers it."""
     above = hist.count_above(threshold_ms / 1000)
-    return iv.needed_samples_proportion(above, hist.size, 1 - q / 100, confidence, deff)
+    return _more(iv.needed_samples_proportion(above, hist.size, 1 - q / 100, confidence, deff), hist.size)
 
 
-def _share_design_effect(flags: np.ndarray, clusters: np.ndarray | None) -> float:
-    """How much wider a share's interval is for clustered flags (sessions) than for independent ones:
-    the cluster-robust variance of the ratio estimator over the binomial one (at least 1)."""
-    if clusters is None or flags.size < 2:
-        return 1.0
-    _, codes = np.unique(clusters, return_inverse=True)
-    k = int(codes.max()) + 1
-    if k < 2 or k == flags.size:
-        return 1.0
-    m = np.bincount(codes, minlength=k).astype(float)
-    a = np.bincount(codes, weights=flags.astype(float), minlength=k)
-    p = a.sum() / m.sum()
-    if p <= 0 or p >= 1:
-        return 1.0
-    var_cluster = k / (k - 1) * np.sum((a - p * m) ** 2) / m.sum() ** 2
-    var_binomial = p * (1 - p) / m.sum()
-    return max(1.0, float(var_cluster / var_binomial))
+def _more(needed: int | None, has: int) -> int | None:
+    """An answer needs more than the samples it has (at the edge the search can land at or below them)."""
+    return None if needed is None else max(needed, has + 1)
 
 
 #: the headline figures given an interval in summary.json (``median_ttft_ms_ci``: [low, high], ms)
@@ -225,7 +212,7 @@ def headline_intervals(run: RunData, mask: np.ndarray, window_s: float, confiden
     failed = ~ok[mask]
     out["error_rate_ci"] = _pair(
         iv.proportion_interval(
-            int(failed.sum()), int(failed.size), confidence, _share_design_effect(failed, clusters_of(run, mask))
+            int(failed.sum()), int(failed.size), confidence, iv.share_design_effect(failed, clusters_of(run, mask))
         )
     )
     return out

@@ -72,6 +72,7 @@ __all__ = [
     "proportion_interval",
     "quantile_interval",
     "rate_interval",
+    "share_design_effect",
 ]
 
 _ESTIMATE_SAMPLE = 1 << 20  # values a clustered sample's point estimate is taken from (every k-th above this)
@@ -107,6 +108,21 @@ def _cluster_design_effect(values: np.ndarray, q: float, clusters: np.ndarray) -
         part = values[i : i + CHUNK]
         counts += np.bincount(slot[~np.isnan(part)], minlength=slots)
         below += np.bincount(slot[part <= estimate], minlength=slots)
+    return _design_effect(below, counts)
+
+
+def share_design_effect(flags: np.ndarray, clusters: np.ndarray | None) -> float:
+    """The design effect of a share (``flags``: a bool per sample, e.g. failed) whose samples are grouped by
+    ``clusters`` (a key per sample; None: independent, 1.0), for :func:`proportion_interval`'s ``deff``."""
+    if clusters is None or flags.size < 2:
+        return 1.0
+    if clusters.shape != flags.shape:
+        raise ValueError(f"clusters ({clusters.shape}) must match the flags ({flags.shape}) one for one")
+    slots, codes = cluster_chunks(np.asarray(clusters))
+    below, counts = np.zeros(slots), np.zeros(slots)
+    for i, slot in zip(range(0, flags.size, CHUNK), codes, strict=True):
+        counts += np.bincount(slot, minlength=slots)
+        below += np.bincount(slot, weights=flags[i : i + CHUNK].astype(float), minlength=slots)
     return _design_effect(below, counts)
 
 
