@@ -82,12 +82,13 @@ def slo_sentence(result: SloResult) -> str:
     return text + needed_text(result)
 
 
-def ci_text(result: SloResult) -> str:
+def ci_text(result: SloResult, *, bare: bool = False) -> str:
     """``95% CI 1,290–1,410`` in the figure's unit (no unit: it follows the figure); an end the sample cannot
-    bound: ``95% CI ≥ 1,290`` / ``≤ 1,410``; empty without an interval."""
+    bound: ``95% CI ≥ 1,290`` / ``≤ 1,410``; ``bare``: without ``95% CI`` (a table's column says it); empty
+    without an interval."""
     if not result.confidence:
         return ""
-    level = f"{result.confidence * 100:g}% CI"
+    level = "" if bare else f"{result.confidence * 100:g}% CI"
 
     def value(x: float) -> str:
         return slo_value(result.metric, x).removesuffix(" ms")
@@ -96,10 +97,10 @@ def ci_text(result: SloResult) -> str:
     if low is not None and high is not None:
         first, last = value(low), value(high)
         unit = last[last.rfind(" ") :] if " " in last else ""  # one unit for the range: 1.80–3.47 req/s
-        return f"{level} {first.removesuffix(unit)}–{last}"
+        return f"{level} {first.removesuffix(unit)}–{last}".strip()
     if low is not None:
-        return f"{level} ≥ {value(low)}"
-    return f"{level} ≤ {value(high)}" if high is not None else f"{level} unbounded"
+        return f"{level} ≥ {value(low)}".strip()
+    return (f"{level} ≤ {value(high)}" if high is not None else f"{level} unbounded").strip()
 
 
 def needed_text(result: SloResult) -> str:

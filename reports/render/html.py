@@ -135,6 +135,7 @@ def render_report(run: RunData, spec: SloSpec, summary: RunSummary) -> str:
         targets=target_names(meta),
         options=option_rows(meta, run.path, open_loop=summary.overall.get("p99_send_lag_ms") is not None),
         slo_rows=[_slo_row(r) for r in summary.slo_results],
+        slo_confidence=next((r.confidence for r in summary.slo_results if r.confidence), 0.0),
         has_gpu=not run.gpu.empty,
         has_server=not run.server.empty,
         over_time=over_time,
@@ -180,7 +181,7 @@ def _slo_row(r: SloResult) -> dict[str, str]:
         margin = "" if r.margin_pct is None else f"{r.margin_pct:+.1f}%"
     measured = "—" if r.measured is None else slo_value(r.metric, r.measured)
     target = f"{r.op} {slo_value(r.metric, r.threshold, threshold=True)}"
-    interval = ci_text(r) if r.confidence else "—"
+    interval = ci_text(r, bare=True) if r.confidence else "—"
     result, css = {"held": ("pass", "pass"), "inconclusive": ("inconclusive", "undecided")}.get(
         r.result, ("pass", "pass") if r.passed else ("FAIL", "fail")
     )

@@ -61,7 +61,7 @@ def test_an_slo_whose_interval_straddles_its_target_is_inconclusive_exit_6_namin
     lines = "\n".join(console_block(result.summary))
     assert "SLO inconclusive chat ttft_ms p99" in lines and "SLO held         chat ttft_ms p50" in lines
     page = result.report.read_text()
-    assert 'data-result="inconclusive"' in page and 'data-result="held"' in page and "95% CI ≥ " in page
+    assert 'data-result="inconclusive"' in page and 'data-result="held"' in page and "95% interval" in page
     assert 'class="banner inconclusive' in page or "SLOs inconclusive" in page
 
 
