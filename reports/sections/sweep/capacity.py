@@ -111,15 +111,15 @@ def step_windows(run: RunData, result: CapacityResult) -> dict[int, tuple[float,
     ``--capacity-step-time`` from the run's start (``load.jsonl``'s users over time when that is unknown)."""
     step_s, t0 = run.meta.option("capacity_step_time"), run.meta.started_epoch_s
     length = _seconds(step_s)
+    out: dict[int, tuple[float, float]] = {}
     if length and t0:  # an inconclusive step was held twice its time: judged from its middle to its end
-        out, start = {}, float(t0)
+        start = float(t0)
         for s in result.steps:
             end = start + length * (2 if s.extended else 1)
             out[s.users] = (start + length / 2, end)
             start = end
         return out
     load = read_load(run.path)
-    out: dict[int, tuple[float, float]] = {}
     for step in result.steps:
         times = [s.epoch_s for s in load if s.users == step.users]
         if not times:

@@ -298,13 +298,13 @@ def sweep_view(run: RunData, spec: SloSpec) -> SweepView | None:
 
 def knee_range_words(knee: int | None, uncertain: list[int], noun: str = "users") -> str:
     """``between 16 and 24 users: 24 inconclusive`` — how high a knee (or highest load held) may really be
-    when the levels above it were inconclusive; "" when none was."""
+    when the levels above it were inconclusive (no knee: ``1, 2 users inconclusive``); "" when none was."""
     if not uncertain:
         return ""
     which = ", ".join(map(str, uncertain))
     top = uncertain[-1]
     if knee is None:
-        return f"at most {top} {noun}: {which} inconclusive, none held for sure"
+        return f"{which} {noun} inconclusive"
     return f"between {knee} and {top} {noun}: {which} inconclusive"
 
 

@@ -110,7 +110,7 @@ def test_a_sweep_whose_lowest_levels_are_inconclusive_has_no_knee_and_ends_incon
     levels = [{"users": 1}, {"users": 2}, {"users": 4}]
     block = {"knee_users": None, "knee_inconclusive_users": [1, 2], "complete": True, "levels": levels}
     verdict, reason = sweep_verdict(block)
-    assert verdict == "inconclusive" and "at most 2 users: 1, 2 inconclusive" in reason
+    assert verdict == "inconclusive" and "no goodput knee for sure — 1, 2 users inconclusive" in reason
 
 
 def test_inconclusive_levels_do_not_stop_a_sweep_as_a_plateau() -> None:

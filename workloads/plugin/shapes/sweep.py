@@ -196,5 +196,5 @@ def _uncertainty(levels: list[SweepLevel]) -> str:
         return ""
     which = ", ".join(map(str, uncertain))
     if knee is None:
-        return f" (at most {uncertain[-1]} users: {which} inconclusive, none held for sure)"
+        return f" ({which} users inconclusive)"
     return f" (between {knee} and {uncertain[-1]} users: {which} inconclusive)"
