@@ -10,7 +10,8 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from reports.compare.model import ComparedRun
+from reports.compare.model import ALL, ComparedRun
+from reports.judging.intervals import change_interval_pct
 from reports.sections.options import PLUMBING_OPTIONS
 
 __all__ = ["LENGTH_TOLERANCE", "MIX_TOLERANCE", "deployment_rows", "load_differences"]
@@ -51,6 +52,21 @@ def _lengths_differ(a: float | None, b: float | None) -> bool:
     return a is not None and b is not None and min(a, b) < (1 - LENGTH_TOLERANCE) * max(a, b)
 
 
+def _runs_lengths_differ(a: ComparedRun, b: ComparedRun, attr: str) -> bool:
+    """Whether runs ``a`` and ``b``'s mean prompt (output) lengths differ by more than the tolerance: at their
+    points, and where both have the mean's interval, by the whole interval of the change (two short runs of
+    one workload draw lengths that differ by chance: no different load)."""
+    x, y = getattr(a, attr), getattr(b, attr)
+    if not _lengths_differ(x, y):
+        return False
+    ci_a, ci_b = a.intervals.get(ALL, {}).get(attr), b.intervals.get(ALL, {}).get(attr)
+    if ci_a is None or ci_b is None:
+        return True
+    low, high = change_interval_pct(x, ci_a, y, ci_b)
+    up, down = (1 / (1 - LENGTH_TOLERANCE) - 1) * 100, -LENGTH_TOLERANCE * 100  # y/x beyond 1.25 or below 0.8
+    return (low is not None and low > up) or (high is not None and high < down)
+
+
 def _mixes_differ(a: dict[str, float], b: dict[str, float]) -> bool:
     return bool(a and b) and any(abs(a.get(w, 0.0) - b.get(w, 0.0)) > MIX_TOLERANCE for w in {*a, *b})
 
@@ -84,7 +100,7 @@ def load_differences(runs: list[ComparedRun], names: list[str] | None = None) ->
         return lambda a, b: get(a) is None or get(b) is None or _fmt(get(a)) == _fmt(get(b))
 
     def near(attr: str) -> Callable[[ComparedRun, ComparedRun], bool]:
-        return lambda a, b: not _lengths_differ(getattr(a, attr), getattr(b, attr))
+        return lambda a, b: not _runs_lengths_differ(a, b, attr)
 
     out = []
     aspects: list[tuple[str, Callable[[ComparedRun], Any]]] = [

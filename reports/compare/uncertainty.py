@@ -6,15 +6,18 @@ target), in the figure's unit:
 
 - latency percentiles (TTFT, TPOT, E2E, a session, a tool call): distribution-free, of the completed
   requests' values, a session's requests one cluster (the steps of a chat are not independent samples);
-  means: the mean's, clustered alike; ITL: of the run's gaps, the gaps of one request a cluster;
+  means: the mean's, clustered alike; ITL: of the run's gaps, the gaps of one request a cluster, and of the
+  requests that ran at the same moments one too, whichever counts fewer independent samples;
 - requests/s and goodput: a count over the measured window; tokens/s: the requests' count with the spread
   of their token counts (a compound count), scaled to tokens; per GPU and cost per 1M tokens from it;
 - error rate, answers passing their checks, needle recall, probe answers changed: a share of a count;
 - the records' prefix-cache hit rate: cached over prompt tokens, the sessions clusters (a ratio's interval).
 
 A figure without one (the server's timing, the hit rate read from /metrics, steps per session) is judged on
-its point estimate. An A/B target also keeps each completed request's TTFT, TPOT and E2E keyed by its twin
-(session and step), so that its change against another target of the same run is judged on the pairs.
+its point estimate. The mean prompt and output lengths get theirs too (``prompt_tokens_mean``,
+``output_tokens_mean``): whether two runs' loads differ is judged by them. An A/B target also keeps each
+completed request's TTFT, TPOT and E2E keyed by its twin (session and step), so that its change against
+another target of the same run is judged on the pairs.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from reports.judging.slo_spec import SloSpec, SloSpecError, load_slo_spec
 from reports.judging.targets import target_mask
 from workloads.rundir import ItlHistogram
 
-__all__ = ["NO_RECORDS", "PAIRED_STEMS", "attach_intervals", "ratio_interval", "stat_of_key"]
+__all__ = ["NO_RECORDS", "PAIRED_STEMS", "attach_intervals", "design_effect", "ratio_interval", "stat_of_key"]
 
 #: why a column has no intervals
 NO_RECORDS = "no raw records"
@@ -96,9 +99,16 @@ def attach_intervals(columns: list[ComparedRun], confidence: float) -> None:
         for col in cols:
             lane = target_mask(run, col.target_label) if col.target_label else np.ones(len(run.requests), dtype=bool)
             twins = _twin_keys(run, lane) if len(cols) > 1 else None
+            ok = judged & lane & _ok(run)
+            clusters = _session_keys(run, ok)
+            for attr, column in (("prompt_tokens_mean", "prompt_tokens"), ("output_tokens_mean", "output_tokens")):
+                values = selected(run.requests, column, ok)
+                col.intervals.setdefault(ALL, {})[attr] = mean_interval(values, confidence, clusters)
             for scope, figures in col.figures.items():
                 rows = lane if scope == ALL else lane & (workloads == scope)
-                col.intervals[scope] = scope_intervals(run, judged & rows, rows, figures, confidence)
+                col.intervals.setdefault(scope, {}).update(
+                    scope_intervals(run, judged & rows, rows, figures, confidence)
+                )
                 if twins is not None:
                     ok = judged & rows & _ok(run)
                     col.pairs[scope] = {
@@ -190,7 +200,7 @@ def scope_intervals(
                 continue
             stat = _STATS[key.split("_")[0]]
             q = 50.0 if stat == "mean" else float(stat[1:])
-            deff = itl_design_effect(run.itl, ok, q)
+            deff = max(itl_design_effect(run.itl, ok, q), _moments_design_effect(run, ok, hist, q))
             iv = (
                 _histogram_mean_interval(hist, confidence, deff)
                 if stat == "mean"
@@ -212,6 +222,38 @@ def scope_intervals(
             cl = None if clusters is None else clusters[reported]
             out["prefix_cache_hit_rate"] = ratio_interval(cached[reported], prompt[reported], confidence, cl)
     return out
+
+
+def _moments_design_effect(run: RunData, ok: np.ndarray, hist: ItlHistogram, q_pct: float) -> float:
+    """The design effect of the gaps of requests that ran at the same moments, at their percentile ``q_pct``: the
+    requests grouped by when they started, in windows of a typical request's length (their median E2E, at least
+    1 s). Gaps read at one moment share the machine's state (a stall of the server or of the client delays every
+    stream at once), so a tail made in a few busy seconds is not a tail of thousands of independent gaps."""
+    if run.itl is None or hist.size == 0:
+        return 1.0
+    counts, below = run.itl.gap_counts(ok, float(hist.percentiles([q_pct])[0]))
+    start = run.requests["start_epoch_s"].to_numpy(dtype=float)[ok]
+    e2e = selected(run.requests, "e2e_s", ok)
+    if not start.size or np.isnan(e2e).all():
+        return 1.0
+    window = max(1.0, float(np.nanmedian(e2e)))
+    moment = ((start - start.min()) // window).astype(np.int64)
+    grouped_counts = np.bincount(moment, weights=counts.astype(float))
+    grouped_below = np.bincount(moment, weights=below.astype(float))
+    return design_effect(grouped_below, grouped_counts)
+
+
+def design_effect(below: np.ndarray, counts: np.ndarray) -> float:
+    """Woodruff's design effect of the share of samples at or below an estimate, clusters' ``below`` of their
+    ``counts``: the clusters' variance of that share over the binomial one, at least 1 (1 when it cannot be told)."""
+    used = counts > 0
+    total, g = float(counts.sum()), int(np.count_nonzero(used))
+    share = float(below.sum()) / total if total else 0.0
+    if g < 2 or not 0 < share < 1:
+        return 1.0
+    residual = below[used] - share * counts[used]
+    clustered = g / (g - 1) * float(residual @ residual) / total**2
+    return max(1.0, clustered / (share * (1 - share) / total))
 
 
 def _histogram_mean_interval(hist: ItlHistogram, confidence: float, deff: float) -> Interval:

@@ -208,3 +208,24 @@ def test_the_cli_takes_a_confidence_and_refuses_a_bad_one_in_a_line(tmp_path: Pa
     bad = cli("--confidence", "1.5")
     assert bad.returncode == 2 and "--confidence 1.5: a share from 0.5 to below 1" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def _lengths_run(path: Path, output_tokens: Any) -> Path:
+    records = [request(i, 100.0, output_tokens=int(t)) for i, t in enumerate(output_tokens)]
+    return make_run_dir(path, records, {"status": "finished", "options": {"num_users": 4}})
+
+
+def test_answer_lengths_drawn_by_chance_are_no_different_load_and_a_real_difference_is(tmp_path: Path) -> None:
+    # seed 0: two runs of 25 answers from one length distribution, whose means come out 176 and 256 tokens
+    rng = np.random.default_rng(0)
+    a = _lengths_run(tmp_path / "a", rng.lognormal(np.log(150), 0.8, 25) + 1)
+    b = _lengths_run(tmp_path / "b", rng.lognormal(np.log(150), 0.8, 25) + 1)
+    assert compare_runs([a, b], confidence=0).load_diffs == ["output tokens per request (mean): 176 (A) vs 256 (B)"]
+    c = compare_runs([a, b], confidence=0.95)
+    assert c.load_diffs == [] and "LOAD" not in c.to_text()
+    # a cap of 64 tokens against 256 on every answer: a different load, whatever the confidence
+    short = _lengths_run(tmp_path / "short", np.full(25, 64))
+    long = _lengths_run(tmp_path / "long", np.full(25, 256))
+    assert compare_runs([short, long], confidence=0.95).load_diffs == [
+        "output tokens per request (mean): 64 (A) vs 256 (B)"
+    ]
