@@ -33,10 +33,11 @@ from reports.compare.model import (
     count_of,
     few_samples,
 )
-from reports.compare.significance import Change, change_interval, judge, paired_interval
+from reports.compare.significance import Change, change_interval, judge
 from reports.compare.tokenstorm import read_tokenstorm
 from reports.compare.uncertainty import attach_intervals, stat_of_key
 from reports.judging.intervals import DEFAULT_CONFIDENCE
+from reports.judging.twins import paired_change
 
 __all__ = ["COMPARED_METRICS", "CompareInputError", "Comparison", "compare_runs", "read_runs"]
 
@@ -235,7 +236,7 @@ def _change(
     if stat is not None and new.argument == base.argument and new.target_label != base.target_label:
         pairs = new.pairs.get(scope, {}).get(stat[1]), base.pairs.get(scope, {}).get(stat[1])
         if pairs[0] is not None and pairs[1] is not None:
-            paired = paired_interval(stat[0], pairs[1], pairs[0], confidence)
+            paired = paired_change(stat[0], pairs[1], pairs[0], confidence)
             if paired is not None:
                 return paired, True
     new_ci, base_ci = new.intervals.get(scope, {}).get(key), base.intervals.get(scope, {}).get(key)

@@ -11,26 +11,18 @@ The interval of a change between two runs is of two independent samples
 (:func:`reports.judging.intervals.change_interval_pct`; a rate's, in percentage points, Newcombe's from the two
 shares' Wilson intervals). Two A/B targets of one run were sent the same requests: their latencies are
 paired request by request (the same session and step on both) and resampled together
-(:func:`reports.judging.intervals.paired_change_interval_pct`), which removes the prompts' own spread.
+(:mod:`reports.judging.twins`), which removes the prompts' own spread.
 """
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
-import pandas as pd
-
 from reports.compare.model import RATES
-from reports.judging.intervals import Interval, change_interval_pct, paired_change_interval_pct
+from reports.judging.intervals import Interval, change_interval_pct
 
-__all__ = ["LEAST_PAIRS", "MOST_PAIRS", "Change", "change_interval", "judge", "paired_interval"]
+__all__ = ["Change", "change_interval", "judge"]
 
-#: a change with fewer pairs than this is judged as of two independent samples
-LEAST_PAIRS = 10
-#: and with more (resampling them a thousand times would take long), too: at that size the independent
-#: intervals are narrow already
-MOST_PAIRS = 50_000
 #: an interval of a change: (low, high) in percent (a rate's in percentage points), None where unbounded
 Change = tuple[float | None, float | None]
 
@@ -49,18 +41,6 @@ def change_interval(key: str, base: float, base_ci: Interval, new: float, new_ci
     low = side(None if new_ci.low is None else new - new_ci.low, None if base_ci.high is None else base_ci.high - base)
     high = side(None if new_ci.high is None else new_ci.high - new, None if base_ci.low is None else base - base_ci.low)
     return (None if low is None else d - low, None if high is None else d + high)
-
-
-def paired_interval(stat: str, base: pd.Series, new: pd.Series, confidence: float) -> Change | None:
-    """The interval of the change of ``stat`` ("mean", "p50", ...) from ``base`` to ``new``, each request's
-    value keyed by its twin: the pairs both completed, resampled together; None when there are fewer than
-    :data:`LEAST_PAIRS` or more than :data:`MOST_PAIRS` pairs (judge them as independent samples)."""
-    both = pd.concat([base.rename("base"), new.rename("new")], axis=1, join="inner").dropna()
-    if not LEAST_PAIRS <= len(both) <= MOST_PAIRS:
-        return None
-    return paired_change_interval_pct(
-        np.asarray(both["base"], dtype=float), np.asarray(both["new"], dtype=float), stat, confidence
-    )
 
 
 def judge(delta: float | None, change: Change | None, higher_better: bool | None, threshold_pct: float) -> str | None:

@@ -45,6 +45,7 @@ from reports.judging.intervals import (
 from reports.judging.slo import judged_mask
 from reports.judging.slo_spec import SloSpec, SloSpecError, load_slo_spec
 from reports.judging.targets import target_mask
+from reports.judging.twins import twin_keys
 from workloads.rundir import ItlHistogram
 
 __all__ = ["NO_RECORDS", "PAIRED_STEMS", "attach_intervals", "design_effect", "ratio_interval", "stat_of_key"]
@@ -98,7 +99,7 @@ def attach_intervals(columns: list[ComparedRun], confidence: float) -> None:
         workloads = run.requests["workload"].astype(str).to_numpy()
         for col in cols:
             lane = target_mask(run, col.target_label) if col.target_label else np.ones(len(run.requests), dtype=bool)
-            twins = _twin_keys(run, lane) if len(cols) > 1 else None
+            twins = twin_keys(run, lane) if len(cols) > 1 else None
             ok = judged & lane & _ok(run)
             clusters = _session_keys(run, ok)
             for attr, column in (("prompt_tokens_mean", "prompt_tokens"), ("output_tokens_mean", "output_tokens")):
@@ -142,24 +143,6 @@ def _session_keys(run: RunData, rows: np.ndarray) -> np.ndarray | None:
         return None
     keys[none] = -2 - np.arange(int(none.sum()))
     return keys
-
-
-def _twin_keys(run: RunData, lane: np.ndarray) -> pd.MultiIndex:
-    """Each request of an A/B target's ``lane`` keyed by its twin on every other target: its session and its
-    step in it (the session's requests on this target in the order sent); a request of no session has a key
-    of its own, paired with nothing."""
-    df = run.requests
-    keys = _session_keys(run, lane)
-    if keys is None:
-        keys = -2 - np.arange(int(lane.sum()), dtype=np.int64)
-    start = df["start_epoch_s"].to_numpy(dtype=float)[lane]
-    order = np.lexsort((start, keys))
-    step = np.empty(len(keys), dtype=np.int64)
-    sorted_keys = keys[order]
-    first = np.r_[True, sorted_keys[1:] != sorted_keys[:-1]]
-    run_start = np.maximum.accumulate(np.where(first, np.arange(len(keys)), 0))
-    step[order] = np.arange(len(keys)) - run_start
-    return pd.MultiIndex.from_arrays([keys, step], names=["session", "step"])
 
 
 def _scaled(iv: Interval, factor: float) -> Interval:

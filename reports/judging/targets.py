@@ -13,8 +13,10 @@ import numpy as np
 
 from reports.data.rundir import RunData
 from reports.judging.formats import ms
+from reports.judging.intervals import DEFAULT_CONFIDENCE
 from reports.judging.slo import SloResult, evaluate, judged_mask
-from reports.judging.slo_spec import SloSpec
+from reports.judging.slo_spec import SloSpec, load_slo_spec
+from reports.judging.twins import paired_deltas
 from reports.judging.verdict_words import results_word
 
 __all__ = ["COMPARED", "compare_targets", "evaluate_each_target", "target_labels", "target_mask"]
@@ -82,12 +84,25 @@ def _delta_pct(value: Any, base: Any) -> float | None:
     return (float(value) - float(base)) / float(base) * 100
 
 
-def compare_targets(run: RunData, blocks: dict[str, dict[str, Any]], results: list[SloResult]) -> dict[str, Any]:
+def compare_targets(
+    run: RunData,
+    blocks: dict[str, dict[str, Any]],
+    results: list[SloResult],
+    judged_rows: np.ndarray | None = None,
+    confidence: float | None = None,
+) -> dict[str, Any]:
     """summary.json's ``targets`` block: per target its URL, verdict, figures and deltas against the
-    baseline (the first target); and which target is slower (higher E2E p50 on the same requests)."""
+    baseline (the first target), a latency's with the interval of its change, the twin requests paired
+    (``judged_rows``: the judged rows, default the run's own SLO file's; ``confidence`` default the run's own);
+    and which target is slower (higher E2E p50 on the same requests)."""
     urls = {str(t.get("label")): str(t.get("url")) for t in run.meta.targets if isinstance(t, dict)}
     labels = list(blocks)
     base = blocks[labels[0]]
+    if judged_rows is None:
+        text = run.meta.slo_spec_text
+        judged_rows = judged_mask(run, load_slo_spec(text=text) if text else load_slo_spec())
+    level = float(run.meta.option("confidence", DEFAULT_CONFIDENCE)) if confidence is None else confidence
+    compared = [key for key, _, _ in COMPARED]
     per_target: dict[str, Any] = {}
     for label, block in blocks.items():
         mine = [r for r in results if r.target == label]
@@ -102,6 +117,9 @@ def compare_targets(run: RunData, blocks: dict[str, dict[str, Any]], results: li
             **block,
             "delta_pct_vs_baseline": {key: _delta_pct(block.get(key), base.get(key)) for key, _, _ in COMPARED},
         }
+        if label != labels[0] and level > 0:
+            cis = paired_deltas(run, labels[0], label, compared, judged_rows, level)
+            per_target[label]["delta_ci_pct_vs_baseline"] = cis  # the twins' latencies paired
     timed = {label: float(b["median_e2el_ms"]) for label, b in blocks.items() if b.get("median_e2el_ms") is not None}
     slowest = max(timed, key=lambda k: timed[k]) if len(timed) > 1 else None
     fastest = min(timed, key=lambda k: timed[k]) if len(timed) > 1 else None

@@ -5,6 +5,7 @@ runs written by hand: two draws of one distribution, a real +50%, sessions as cl
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from reports import compare_runs
+from reports import build_report, compare_runs
 from reports.compare.model import fmt_interval
 from reports.compare.significance import change_interval, judge
 from reports.judging.intervals import proportion_interval, quantile_interval
@@ -155,7 +156,7 @@ def test_the_steps_of_a_session_are_not_counted_as_independent(tmp_path: Path) -
     assert grouped.high is None or grouped.high > independent.high
 
 
-def _ab(path: Path, a_ms: np.ndarray, b_ms: np.ndarray) -> Path:
+def _ab(path: Path, a_ms: np.ndarray, b_ms: np.ndarray, confidence: float = 0) -> Path:
     """An A/B run: session k's step j sent to both targets (the twins), a's TTFT ``a_ms``, b's ``b_ms``."""
     records = []
     for label, values in (("a", a_ms), ("b", b_ms)):
@@ -163,7 +164,8 @@ def _ab(path: Path, a_ms: np.ndarray, b_ms: np.ndarray) -> Path:
             {**request(i, float(t), session_id=f"s{i // 3}", step=i % 3), "target": label} for i, t in enumerate(values)
         ]
     targets = [{"label": "a", "url": "http://a:1"}, {"label": "b", "url": "http://b:1"}]
-    return make_run_dir(path, records, {"status": "finished", "targets": targets, "options": {"num_users": 4}})
+    options = {"num_users": 4, "confidence": confidence}
+    return make_run_dir(path, records, {"status": "finished", "targets": targets, "options": options})
 
 
 def test_ab_targets_are_paired_request_by_request(tmp_path: Path) -> None:
@@ -229,3 +231,21 @@ def test_answer_lengths_drawn_by_chance_are_no_different_load_and_a_real_differe
     assert compare_runs([short, long], confidence=0.95).load_diffs == [
         "output tokens per request (mean): 64 (A) vs 256 (B)"
     ]
+
+
+def test_summary_json_gives_an_ab_targets_deltas_their_paired_intervals(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    a_ms = rng.lognormal(np.log(200), 1.0, 90)
+    run_dir = _ab(tmp_path / "ab", a_ms, a_ms * 1.2 * rng.uniform(0.98, 1.02, 90), confidence=0.95)
+    build_report(run_dir)
+    b = json.loads((run_dir / "summary.json").read_text())["targets"]["targets"]["b"]
+    low, high = b["delta_ci_pct_vs_baseline"]["median_ttft_ms"]
+    assert 15 < low < b["delta_pct_vs_baseline"]["median_ttft_ms"] < high < 25  # b is 20% slower on each prompt
+    assert b["delta_ci_pct_vs_baseline"]["p95_ttft_ms"] is not None  # 90 pairs: ~4 beyond a p95
+    assert (
+        "delta_ci_pct_vs_baseline" not in json.loads((run_dir / "summary.json").read_text())["targets"]["targets"]["a"]
+    )
+    # --confidence 0: no interval
+    point = _ab(tmp_path / "point", a_ms, a_ms * 1.2, confidence=0)
+    build_report(point)
+    assert "delta_ci_pct_vs_baseline" not in json.loads((point / "summary.json").read_text())["targets"]["targets"]["b"]
