@@ -36,7 +36,6 @@ from reports.judging.agent import sessions
 from reports.judging.intervals import (
     Interval,
     histogram_quantile_interval,
-    itl_design_effect,
     mean_interval,
     proportion_interval,
     quantile_interval,
@@ -178,12 +177,13 @@ def scope_intervals(
     itl_keys = [k for k in wanted if (stat_of_key(k) or ("", ""))[1] == "itl"]
     if itl_keys and run.itl is not None:
         hist = run.itl_values(ok)
+        deffs: dict[float, float] = {}  # one pass over the gaps per percentile (the mean's: the median's)
         for key in itl_keys:
             if hist.size == 0:
                 continue
             stat = _STATS[key.split("_")[0]]
             q = 50.0 if stat == "mean" else float(stat[1:])
-            deff = max(itl_design_effect(run.itl, ok, q), _moments_design_effect(run, ok, hist, q))
+            deff = deffs.setdefault(q, _itl_design_effect(run, ok, hist, q))
             iv = (
                 _histogram_mean_interval(hist, confidence, deff)
                 if stat == "mean"
@@ -207,23 +207,26 @@ def scope_intervals(
     return out
 
 
-def _moments_design_effect(run: RunData, ok: np.ndarray, hist: ItlHistogram, q_pct: float) -> float:
-    """The design effect of the gaps of requests that ran at the same moments, at their percentile ``q_pct``: the
-    requests grouped by when they started, in windows of a typical request's length (their median E2E, at least
-    1 s). Gaps read at one moment share the machine's state (a stall of the server or of the client delays every
-    stream at once), so a tail made in a few busy seconds is not a tail of thousands of independent gaps."""
+def _itl_design_effect(run: RunData, ok: np.ndarray, hist: ItlHistogram, q_pct: float) -> float:
+    """The design effect of the gaps of requests ``ok`` at their percentile ``q_pct``: the larger of two, the gaps
+    of one request a cluster (:func:`reports.judging.intervals.itl_design_effect`'s), and the requests that ran at
+    the same moments one — grouped by when they started, in windows of a typical request's length (their median
+    E2E, at least 1 s). Gaps read at one moment share the machine's state (a stall of the server or of the client
+    delays every stream at once), so a tail made in a few busy seconds is not a tail of thousands of independent
+    gaps. One pass over the gaps."""
     if run.itl is None or hist.size == 0:
         return 1.0
     counts, below = run.itl.gap_counts(ok, float(hist.percentiles([q_pct])[0]))
+    per_request = design_effect(below.astype(float), counts.astype(float))
     start = run.requests["start_epoch_s"].to_numpy(dtype=float)[ok]
     e2e = selected(run.requests, "e2e_s", ok)
     if not start.size or np.isnan(e2e).all():
-        return 1.0
+        return per_request
     window = max(1.0, float(np.nanmedian(e2e)))
     moment = ((start - start.min()) // window).astype(np.int64)
     grouped_counts = np.bincount(moment, weights=counts.astype(float))
     grouped_below = np.bincount(moment, weights=below.astype(float))
-    return design_effect(grouped_below, grouped_counts)
+    return max(per_request, design_effect(grouped_below, grouped_counts))
 
 
 def design_effect(below: np.ndarray, counts: np.ndarray) -> float:
