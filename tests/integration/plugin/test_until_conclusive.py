@@ -79,3 +79,10 @@ def test_until_conclusive_runs_until_the_p99_is_answered_then_stops_by_itself(tm
     assert meta["options"]["until_conclusive"] is True
     if processes == 2:
         assert len(meta["workers_seen"]) == 2
+
+
+def test_a_load_shape_with_until_conclusive_is_refused_before_any_traffic(tmp_path: Path) -> None:
+    run = run_locust(tmp_path, "code_completion.py,locustfiles/shape_sweep.py", "--until-conclusive", *FAST)
+    assert run.returncode == 3 and run.run_dir is None  # no run directory: nothing was sent
+    assert "tokenstorm: --until-conclusive: the SweepShape plans the run's end itself" in run.output
+    assert "Traceback" not in run.output

@@ -211,7 +211,6 @@ def _on_test_start(environment: Environment, **_kw: Any) -> None:
         ctx.progress = ProgressPrinter(environment, ctx)
         ctx.progress.start()
     start_monitor(environment, ctx, run_dir)
-    until_conclusive.start(environment, ctx)  # --until-conclusive: ends the run once every SLO is answered
 
 
 def _start_worker(environment: Environment, ctx: RunContext) -> None:
@@ -307,7 +306,6 @@ def _on_test_stopping_progress(ctx: RunContext) -> None:
 def _on_test_stopping(environment: Environment, **_kw: Any) -> None:
     ctx = context(environment)
     _on_test_stopping_progress(ctx)  # the display ends before the closing block and its verdict
-    until_conclusive.stop(environment)
     ctx.stopping = True
     ctx.flushed_workers.clear()
     probes.stop_probes(environment)  # a pass under load not finished: not measured
@@ -336,7 +334,6 @@ def _on_test_stop(environment: Environment, **_kw: Any) -> None:
 def _on_quitting(environment: Environment, **_kw: Any) -> None:
     ctx = context(environment)
     _on_test_stopping_progress(ctx)
-    until_conclusive.stop(environment)
     runner = environment.runner
     if not ctx.is_worker and runner is not None and locust_compat.is_running(runner):
         # Locust fires "quitting" before it stops the users (Ctrl-C, SIGTERM, web UI quit):
@@ -400,3 +397,4 @@ def install(event_hooks: Events | None = None) -> None:
     ev.report_to_master.add_listener(shipping.on_report_to_master)
     ev.worker_report.add_listener(shipping.on_worker_report)
     ev.heartbeat_sent.add_listener(shipping.on_heartbeat_sent)
+    until_conclusive.install(ev)  # after _on_init and _on_test_start: the options checked, the run directory open

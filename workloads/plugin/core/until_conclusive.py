@@ -23,11 +23,12 @@ import gevent
 from gevent import subprocess
 from locust.env import Environment
 
+from ...rundir import EXIT_RUN_FAILED
 from ...rundir.procs import child_env
 from . import locust_compat
-from .context import RunContext
+from .context import RunContext, context
 
-__all__ = ["CHECK_EVERY_S", "ConclusiveWatch", "start", "stop", "stop_line"]
+__all__ = ["CHECK_EVERY_S", "ConclusiveWatch", "conflict", "install", "refuse_a_shape", "start", "stop", "stop_line"]
 
 log = logging.getLogger("tokenstorm")
 
@@ -141,17 +142,52 @@ class ConclusiveWatch:
 _WATCHES: weakref.WeakKeyDictionary[Environment, ConclusiveWatch] = weakref.WeakKeyDictionary()
 
 
-def start(environment: Environment, ctx: RunContext) -> None:
+def conflict(environment: Environment, ctx: RunContext) -> str | None:
+    """Why ``--until-conclusive`` cannot run here, in one line (None: it can): a load shape plans the run's
+    end itself (steps, a sweep, a capacity search — each judges its own levels), and stopping it once the
+    pooled SLOs are answered would cut that plan short."""
+    if not ctx.options.until_conclusive or environment.shape_class is None:
+        return None
+    shape = type(environment.shape_class).__name__
+    return (
+        f"--until-conclusive: the {shape} plans the run's end itself (a sweep and a capacity search judge each "
+        "level by its intervals); run --until-conclusive with plain users (-u, -t as the cap)"
+    )
+
+
+def refuse_a_shape(environment: Environment, **_kw: Any) -> None:
+    """``init``: ``--until-conclusive`` with a load shape ends the run before any traffic, in one line (exit 3)."""
+    ctx = context(environment)
+    if environment.parsed_options is not None and not ctx.is_worker and (why := conflict(environment, ctx)):
+        sys.stderr.write(f"tokenstorm: {why}\n")
+        raise SystemExit(EXIT_RUN_FAILED)
+
+
+def start(environment: Environment, **_kw: Any) -> None:
     """``test_start`` (master or local runner, the run directory open): watch the run if it asked to be."""
     stop(environment)
-    if ctx.options.until_conclusive and ctx.run_dir is not None:
+    ctx = context(environment)
+    if ctx.is_worker or environment.parsed_options is None or ctx.run_dir is None:
+        return
+    if why := conflict(environment, ctx):  # the web UI form's option (the command line's is refused at start-up)
+        log.error("tokenstorm: %s — the run goes on to its planned end", why)
+        return
+    if ctx.options.until_conclusive:
         watch = ConclusiveWatch(environment, ctx)
         _WATCHES[environment] = watch
         watch.start()
 
 
-def stop(environment: Environment) -> None:
-    """``test_stopping`` / ``quitting``: stop watching."""
+def stop(environment: Environment, **_kw: Any) -> None:
+    """``test_stopping`` (a quit stops the users first: it fires then too): stop watching."""
     watch = _WATCHES.pop(environment, None)
     if watch is not None:
         watch.stop()
+
+
+def install(events: Any) -> None:
+    """Register the listeners, after the lifecycle's own: when they run, the options are checked and the
+    run directory is open."""
+    events.init.add_listener(refuse_a_shape)
+    events.test_start.add_listener(start)
+    events.test_stopping.add_listener(stop)
