@@ -275,10 +275,10 @@ def _measure(
         evidence = latency_evidence(values, t.stat, t.threshold, t.op, level, clusters)  # before the sort below
         return _latency(stat_of(values, t.stat), evidence, int(values.size), t.metric, ok_mask)
     if t.metric in SESSION_METRICS:
-        rows = np.ones(len(df), dtype=bool) if within is None else within.copy()
+        chosen = np.ones(len(df), dtype=bool) if within is None else within.copy()
         if t.scope != "run":
-            rows &= (df["workload"] == t.scope).to_numpy()
-        latency = sessions(run, judged, rows).latency_s
+            chosen &= (df["workload"] == t.scope).to_numpy()
+        latency = sessions(run, judged, chosen).latency_s
         seconds = stat_of(latency, t.stat)
         if seconds is None:
             return None, "no completed sessions to measure", none, 0

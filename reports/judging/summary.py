@@ -240,7 +240,7 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
         blocks = {label: _with_server(_block(run, spec, mask & target_mask(run, label), gpus, price,
                                              target_mask(run, label), agent), run, label)
                   for label in labels}  # fmt: skip
-        ab = compare_targets(run, blocks, results)
+        ab = compare_targets(run, blocks, results, judged_rows=mask, confidence=level)
         for label, block in ab["targets"].items():  # per target and workload: A/B tables are never pooled
             within = target_mask(run, label)
             block["workloads"] = {w: _block(run, spec, mask & within & _is(df, "workload", w), gpus,
