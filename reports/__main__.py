@@ -12,7 +12,8 @@ build exits 0 when the SLOs held, 1 when one failed, 3 when the run itself faile
 is incomplete (interrupted before its planned end, a worker lost, or it never finished; not with
 --live, which writes report.html only), 5 when the SLOs were judged on timing that is not trustworthy
 (the load generator read late: more than 5% of token events or TTFTs, at least 5; see the report's
-timing-fidelity line); compare exits 1 when a run regressed against the baseline by more than the
+timing-fidelity line), 6 when no SLO failed and an interval straddles its target (inconclusive, at
+--confidence); compare exits 1 when a run regressed against the baseline by more than the
 threshold (the whole interval of the change beyond it, at --confidence; it says so when the runs' load
 differed), 2 when a run cannot be read.
 """

@@ -2,7 +2,7 @@
 ``python -m reports build|compare`` and ``python -m emulator``, and for the example files it ships.
 
 ``tokenstorm run NAME_OR_PATH ARGS...`` is ``locust -f FILE ARGS...`` with ``FILE`` a bundled locustfile
-(or the path given), run by Locust in this process: its exit codes (0/1/3/4/5), its Ctrl-C handling and
+(or the path given), run by Locust in this process: its exit codes (0/1/3/4/5/6), its Ctrl-C handling and
 its argument errors (2) are Locust's and tokenstorm's plugin's, unchanged, and no child process gets the
 command line. ``report``, ``compare`` and ``emulator`` call those tools' own entry points, whose help and
 errors then name ``tokenstorm report`` (...), not ``python -m ...``; ``report`` with no run directory

@@ -40,6 +40,7 @@ from reports.judging.intervals import (
     proportion_interval,
     quantile_interval,
     rate_interval,
+    run_itl_design_effect,
 )
 from reports.judging.slo import judged_mask
 from reports.judging.slo_spec import SloSpec, SloSpecError, load_slo_spec
@@ -47,7 +48,7 @@ from reports.judging.targets import target_mask
 from reports.judging.twins import twin_keys
 from workloads.rundir import ItlHistogram
 
-__all__ = ["NO_RECORDS", "PAIRED_STEMS", "attach_intervals", "design_effect", "ratio_interval", "stat_of_key"]
+__all__ = ["NO_RECORDS", "PAIRED_STEMS", "attach_intervals", "ratio_interval", "stat_of_key"]
 
 #: why a column has no intervals
 NO_RECORDS = "no raw records"
@@ -183,7 +184,7 @@ def scope_intervals(
                 continue
             stat = _STATS[key.split("_")[0]]
             q = 50.0 if stat == "mean" else float(stat[1:])
-            deff = deffs.setdefault(q, _itl_design_effect(run, ok, hist, q))
+            deff = deffs.setdefault(q, run_itl_design_effect(run, ok, hist, q))
             iv = (
                 _histogram_mean_interval(hist, confidence, deff)
                 if stat == "mean"
@@ -205,41 +206,6 @@ def scope_intervals(
             cl = None if clusters is None else clusters[reported]
             out["prefix_cache_hit_rate"] = ratio_interval(cached[reported], prompt[reported], confidence, cl)
     return out
-
-
-def _itl_design_effect(run: RunData, ok: np.ndarray, hist: ItlHistogram, q_pct: float) -> float:
-    """The design effect of the gaps of requests ``ok`` at their percentile ``q_pct``: the larger of two, the gaps
-    of one request a cluster (:func:`reports.judging.intervals.itl_design_effect`'s), and the requests that ran at
-    the same moments one — grouped by when they started, in windows of a typical request's length (their median
-    E2E, at least 1 s). Gaps read at one moment share the machine's state (a stall of the server or of the client
-    delays every stream at once), so a tail made in a few busy seconds is not a tail of thousands of independent
-    gaps. One pass over the gaps."""
-    if run.itl is None or hist.size == 0:
-        return 1.0
-    counts, below = run.itl.gap_counts(ok, float(hist.percentiles([q_pct])[0]))
-    per_request = design_effect(below.astype(float), counts.astype(float))
-    start = run.requests["start_epoch_s"].to_numpy(dtype=float)[ok]
-    e2e = selected(run.requests, "e2e_s", ok)
-    if not start.size or np.isnan(e2e).all():
-        return per_request
-    window = max(1.0, float(np.nanmedian(e2e)))
-    moment = ((start - start.min()) // window).astype(np.int64)
-    grouped_counts = np.bincount(moment, weights=counts.astype(float))
-    grouped_below = np.bincount(moment, weights=below.astype(float))
-    return max(per_request, design_effect(grouped_below, grouped_counts))
-
-
-def design_effect(below: np.ndarray, counts: np.ndarray) -> float:
-    """Woodruff's design effect of the share of samples at or below an estimate, clusters' ``below`` of their
-    ``counts``: the clusters' variance of that share over the binomial one, at least 1 (1 when it cannot be told)."""
-    used = counts > 0
-    total, g = float(counts.sum()), int(np.count_nonzero(used))
-    share = float(below.sum()) / total if total else 0.0
-    if g < 2 or not 0 < share < 1:
-        return 1.0
-    residual = below[used] - share * counts[used]
-    clustered = g / (g - 1) * float(residual @ residual) / total**2
-    return max(1.0, clustered / (share * (1 - share) / total))
 
 
 def _histogram_mean_interval(hist: ItlHistogram, confidence: float, deff: float) -> Interval:

@@ -116,7 +116,7 @@ def latency_evidence(
             ms,
             None if _conclusive(op, threshold_ms, ms) else _needed_itl(values_s, q, threshold_ms, confidence, itl_deff),
         )
-    values = values_s[~np.isnan(values_s)]
+    values = dropped_nan(values_s)  # no copy of millions of rows when there is no NaN
     if values.size == 0:
         return Evidence(None)
     if stat == "mean":
@@ -133,8 +133,9 @@ def latency_evidence(
 def error_evidence(
     failed: np.ndarray, threshold: float, op: str, confidence: float, clusters: np.ndarray | None = None
 ) -> Evidence:
-    """The interval of the share of ``failed`` (a bool per judged request)."""
-    if not confidence or not failed.size:
+    """The interval of the share of ``failed`` (a bool per judged request). A bound of 0 is judged on the count:
+    no interval of a share ever reaches down to 0, so ``error_rate <= 0`` would be inconclusive for ever."""
+    if not confidence or not failed.size or (threshold <= 0 and op == "<="):
         return Evidence(None)
     deff = iv.share_design_effect(failed, clusters)
     k, n = int(failed.sum()), int(failed.size)
@@ -144,13 +145,19 @@ def error_evidence(
     return Evidence(interval, _more(iv.needed_samples_proportion(k, n, threshold, confidence, deff), n))
 
 
-def rate_evidence(count: float, events: int, window_s: float, confidence: float) -> Evidence:
+def rate_evidence(
+    count: float, events: int, window_s: float, confidence: float, per_event: np.ndarray | None = None
+) -> Evidence:
     """The interval of ``count / window_s``, a rate carried by ``events`` requests (requests/s: ``count`` is
-    ``events``; tokens/s: the tokens of ``events`` requests, as uncertain as their count)."""
+    ``events``; tokens/s: the tokens of ``events`` requests, ``per_event`` each: their spread widens it by the
+    compound-Poisson design effect 1 + CV²)."""
     if not confidence or events <= 0 or window_s <= 0:
         return Evidence(None)
+    deff = 1.0
+    if per_event is not None and per_event.size > 1 and float(per_event.mean()) > 0:
+        deff = 1.0 + float(per_event.var() / per_event.mean() ** 2)
     per_request = count / events
-    return Evidence(_scaled(iv.rate_interval(events, window_s, confidence), per_request))
+    return Evidence(_scaled(iv.rate_interval(events, window_s, confidence, deff), per_request))
 
 
 def _conclusive(op: str, threshold: float, interval: Interval) -> bool:
@@ -195,7 +202,7 @@ def headline_intervals(run: RunData, mask: np.ndarray, window_s: float, confiden
                 gaps = run.itl_values(ok)
                 if not gaps.size:
                     continue
-                deff = iv.itl_design_effect(run.itl, ok, q)
+                deff = iv.run_itl_design_effect(run, ok, gaps, q)
                 interval = iv.histogram_quantile_interval(gaps, q, confidence, deff=deff)
             else:
                 values = selected(df, column, ok)

@@ -39,6 +39,8 @@ import math
 import numpy as np
 from scipy import optimize, special, stats
 
+from reports.data.columns import selected
+from reports.data.rundir import RunData
 from reports.judging.interval_changes import (
     change_interval_pct,
     needed_samples_proportion,
@@ -72,6 +74,7 @@ __all__ = [
     "proportion_interval",
     "quantile_interval",
     "rate_interval",
+    "run_itl_design_effect",
     "share_design_effect",
 ]
 
@@ -249,3 +252,25 @@ def mean_interval(values: np.ndarray, confidence: float, clusters: np.ndarray | 
         deff, df = (max(1.0, var_cluster / var_iid) if var_iid > 0 else 1.0), g - 1
     half = float(stats.t.ppf(1 - alpha / 2, df)) * math.sqrt(var_iid * deff)
     return Interval(mean - half, mean + half, confidence, n, n / deff)
+
+
+def run_itl_design_effect(run: RunData, ok: np.ndarray, hist: ItlHistogram, q_pct: float) -> float:
+    """The design effect of the gaps of requests ``ok`` at their percentile ``q_pct``: the larger of two, the gaps
+    of one request a cluster (:func:`itl_design_effect`'s), and the requests that ran at
+    the same moments one — grouped by when they started, in windows of a typical request's length (their median
+    E2E, at least 1 s). Gaps read at one moment share the machine's state (a stall of the server or of the client
+    delays every stream at once), so a tail made in a few busy seconds is not a tail of thousands of independent
+    gaps. One pass over the gaps."""
+    if run.itl is None or hist.size == 0:
+        return 1.0
+    counts, below = run.itl.gap_counts(ok, float(hist.percentiles([q_pct])[0]))
+    per_request = _design_effect(below.astype(float), counts.astype(float))
+    start = run.requests["start_epoch_s"].to_numpy(dtype=float)[ok]
+    e2e = selected(run.requests, "e2e_s", ok)
+    if not start.size or np.isnan(e2e).all():
+        return per_request
+    window = max(1.0, float(np.nanmedian(e2e)))
+    moment = ((start - start.min()) // window).astype(np.int64)
+    grouped_counts = np.bincount(moment, weights=counts.astype(float))
+    grouped_below = np.bincount(moment, weights=below.astype(float))
+    return max(per_request, _design_effect(grouped_below, grouped_counts))

@@ -26,7 +26,7 @@ from reports.judging.confidence import (
     rate_evidence,
     run_confidence,
 )
-from reports.judging.intervals import itl_design_effect
+from reports.judging.intervals import run_itl_design_effect
 from reports.judging.quality import CONSISTENCY_METRIC, is_quality_metric
 from reports.judging.slo_spec import (
     GPU_SAMPLED_METRICS,
@@ -258,7 +258,9 @@ def _measure(
             gaps = run.itl_values(ok_mask)
             seconds = stat_of(gaps, t.stat)
             deff = (
-                itl_design_effect(run.itl, ok_mask, float(t.stat[1:])) if seconds and level and t.stat[0] == "p" else 1
+                run_itl_design_effect(run, ok_mask, gaps, float(t.stat[1:]))
+                if seconds and level and t.stat[0] == "p"
+                else 1
             )
             return _latency(
                 seconds,
@@ -286,16 +288,18 @@ def _measure(
     window = run_window_s(run, scope_mask)
     ok_mask = scope_mask & ok_all
     completed = int(ok_mask.sum())
+    tokens = None
     if t.metric == "requests_per_s":
         count = float(completed)
     elif t.metric == "goodput_requests_per_s":
         count = goodput(run, spec, scope_mask)
     else:
         count = masked_sum(df, "output_tokens", ok_mask)
+        tokens = np.nan_to_num(selected(df, "output_tokens", ok_mask)) if level else None  # their spread counts too
         if t.metric == "output_tokens_per_s_per_gpu":
             count /= gpu_count(run, spec)
     events = int(count) if t.metric == "goodput_requests_per_s" else completed
-    return count / window, "", rate_evidence(count, events, window, level), events
+    return count / window, "", rate_evidence(count, events, window, level, tokens), events
 
 
 def _latency(

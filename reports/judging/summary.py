@@ -240,6 +240,8 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
         blocks = {label: _with_server(_block(run, spec, mask & target_mask(run, label), gpus, price,
                                              target_mask(run, label), agent), run, label)
                   for label in labels}  # fmt: skip
+        for label, block in blocks.items():  # each target's headline figures with their intervals
+            block.update(headline_intervals(run, mask & target_mask(run, label), block["duration"], level))
         ab = compare_targets(run, blocks, results, judged_rows=mask, confidence=level)
         for label, block in ab["targets"].items():  # per target and workload: A/B tables are never pooled
             within = target_mask(run, label)

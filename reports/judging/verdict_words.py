@@ -110,8 +110,10 @@ def needed_text(result: SloResult) -> str:
         return ""
     unit = "gaps" if result.metric == "itl_ms" else "sessions" if result.metric.startswith("session") else "requests"
     has = f" (has {result.samples:,})" if result.samples is not None else ""
-    if result.needed_requests is None:
+    if result.needed_requests is None and (result.stat.startswith("p") or result.metric == "error_rate"):
         return f" — the estimate sits on the target: no run length settles it{has}"
+    if result.needed_requests is None:  # a rate or a mean: its interval narrows as the run goes on
+        return f" — needs a longer run{has}"
     return f" — needs ~{result.needed_requests:,} {unit}{has}"
 
 

@@ -72,7 +72,7 @@ def _fidelity_case(ts: ET.Element, summary: RunSummary) -> int:
     case = ET.SubElement(ts, "testcase", classname="tokenstorm", name="timing_fidelity")
     # passed/failed with untrustworthy timing: the run said so but was told not to fail on it
     levelled = summary.sweep is not None or summary.capacity is not None
-    warned = not fidelity.trustworthy and summary.verdict in ("passed", "failed") and not levelled
+    warned = not fidelity.trustworthy and summary.verdict in ("passed", "failed", "inconclusive") and not levelled
     failed = fidelity.measured and not fidelity.trustworthy and not levelled and not warned
     server = summary.timing is not None and summary.timing.used == "server"
     if not fidelity.measured:
@@ -110,42 +110,58 @@ def _quality_case(ts: ET.Element, summary: RunSummary) -> None:
     ET.SubElement(case, "system-out").text = "\n".join(lines)
 
 
-def _found_case(ts: ET.Element, classname: str, name: str, found: str | None, failure: str) -> None:
-    """A search's own case: what it found as its output, or a failure when it found nothing."""
+def _found_case(
+    ts: ET.Element, classname: str, name: str, found: str | None, failure: str, undecided: list[int] | None = None
+) -> int:
+    """A search's own case: what it found as its output, or a failure when it found nothing — skipped instead
+    when levels that were too short to tell (``undecided``) may hold it; 1 when it failed."""
     case = ET.SubElement(ts, "testcase", classname=classname, name=name)
-    if found is None:
+    if found is None and undecided:
+        users = ", ".join(str(u) for u in undecided)
+        ET.SubElement(case, "skipped", message=f"inconclusive: {users} users too few requests to tell; {failure}")
+    elif found is None:
         ET.SubElement(case, "failure", message=failure)
+        return 1
     else:
         ET.SubElement(case, "system-out").text = found
+    return 0
 
 
 def _sweep_cases(ts: ET.Element, sweep: dict[str, Any], suite: str) -> int:
     """The knee case (fails without a knee) and one case per level: held, or skipped past the knee."""
     knee = sweep.get("knee_users")
     found = None if knee is None else f"knee: {knee} users, {sweep.get('knee_requests_per_s'):.4g} req/s"
-    _found_case(ts, f"{suite}.sweep", "goodput knee found", found, "no level met every per-request SLO")
+    undecided = [int(u) for u in sweep.get("knee_inconclusive_users") or []]
+    failed = _found_case(
+        ts, f"{suite}.sweep", "goodput knee found", found, "no level met every per-request SLO", undecided
+    )
     for level in sweep.get("levels") or []:
         case = ET.SubElement(
             ts, "testcase", classname=f"{suite}.sweep", name=f"{level['users']} users ({level['kind']})"
         )
         out = f"{level['requests_per_s']:.4g} req/s, {level['output_tokens_per_s']:.4g} output tok/s"
-        if not level["held"]:
+        if level.get("result") == "inconclusive":
+            ET.SubElement(case, "skipped", message=f"inconclusive (too few requests to tell): {out}")
+        elif not level["held"]:
             ET.SubElement(case, "skipped", message=f"broke an SLO (past the knee): {out}")
         ET.SubElement(case, "system-out").text = out
-    return int(knee is None)
+    return failed
 
 
 def _capacity_cases(ts: ET.Element, capacity: dict[str, Any], suite: str) -> int:
     """The capacity case (fails when no step held) and one case per step: held, or skipped where it broke."""
     best = capacity.get("highest_users_that_held")
     found = None if best is None else f"highest load that held: {best} users"
-    _found_case(ts, f"{suite}.capacity", "a step held", found, "no step met every per-request SLO")
+    undecided = [int(u) for u in capacity.get("inconclusive_users") or []]
+    failed = _found_case(ts, f"{suite}.capacity", "a step held", found, "no step met every per-request SLO", undecided)
     for step in capacity.get("steps") or []:
         case = ET.SubElement(ts, "testcase", classname=f"{suite}.capacity", name=f"{step['users']} users")
         measured = (step.get("measured") or {}).items()
         out = ", ".join(f"{k} {'no data' if v is None else f'{v:.4g}'}" for k, v in measured)
-        if not step["held"]:
+        if step.get("result") == "inconclusive":
+            ET.SubElement(case, "skipped", message=f"inconclusive (too few requests to tell): {out}")
+        elif not step["held"]:
             why = "broke an SLO" if step.get("timing_trustworthy", True) else "timing not trustworthy"
             ET.SubElement(case, "skipped", message=f"{why} (where the search stopped): {out}")
         ET.SubElement(case, "system-out").text = out or "no SLO measured"
-    return int(best is None)
+    return failed

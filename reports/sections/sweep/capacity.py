@@ -222,6 +222,8 @@ def capacity_verdict(block: dict[str, Any]) -> tuple[str, str]:
         if broke is not None
         else f"; stopped at {untrusted} users: timing not trustworthy (a lower bound)"
         if untrusted is not None
+        else f"; stopped at {uncertain[-1]} users, too few requests to tell (the capacity is at least {best})"
+        if uncertain and (block.get("steps") or [{}])[-1].get("result") == "inconclusive"
         else "; the last step held: the capacity is at least this"
     )
     if span:

@@ -6,7 +6,8 @@ emulator, judged at 95%.
 
 The SLO, TTFT p99 ≤ 250 ms, holds by a wide margin on the emulator (TTFT ~30-80 ms): what keeps a short run
 from saying so is the sample. A p99 has no upper confidence bound at 95% until the sample holds at least
-299 requests (1 − 0.99ⁿ ≥ 0.95): fewer, and however low the p99 measured, it is inconclusive.
+368 requests (0.99ⁿ ≤ 2.5%, the interval's upper tail): fewer, and however low the p99 measured, it is
+inconclusive.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ SLO = "slos:\n  run:\n    ttft_ms: {p99: 250}\n"
 #: fast requests, so a few hundred take seconds: 20 ms to the first token, 8 tokens 2 ms apart
 FAST = ("--max-tokens", "8", "--wait-time", "0", "--emulator-args", "--ttft-ms 20 --itl-ms 2")
 #: the fewest requests that can bound a p99 from above at 95%
-LEAST_FOR_P99 = 299
+LEAST_FOR_P99 = 368
 CAP_S = 120
 STOP_LINE = re.compile(r"tokenstorm: every SLO conclusive after ([\d,]+) requests \((\d+) s\): (.*)")
 
@@ -82,7 +83,16 @@ def test_until_conclusive_runs_until_the_p99_is_answered_then_stops_by_itself(tm
 
 
 def test_a_load_shape_with_until_conclusive_is_refused_before_any_traffic(tmp_path: Path) -> None:
-    run = run_locust(tmp_path, "code_completion.py,locustfiles/shape_sweep.py", "--until-conclusive", *FAST)
+    shape = ("code_completion.py,locustfiles/shape_sweep.py", "--until-conclusive", "--confidence", "0.95")
+    run = run_locust(tmp_path, *shape, *FAST)
     assert run.returncode == 3 and run.run_dir is None  # no run directory: nothing was sent
     assert "tokenstorm: --until-conclusive: the SweepShape plans the run's end itself" in run.output
+    assert "Traceback" not in run.output
+
+
+def test_until_conclusive_with_point_estimates_is_refused_before_any_traffic(tmp_path: Path) -> None:
+    """At --confidence 0 nothing is ever inconclusive: the run would stop at its first check, 5 s in."""
+    run = run_locust(tmp_path, "code_completion.py", "--until-conclusive", "--confidence", "0", "-t", "60s", *FAST)
+    assert run.returncode == 3 and run.run_dir is None, run.output[-2000:]
+    assert "tokenstorm: --until-conclusive needs intervals to wait for: drop --confidence 0" in run.output
     assert "Traceback" not in run.output

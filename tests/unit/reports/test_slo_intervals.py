@@ -139,3 +139,19 @@ def test_reports_build_takes_a_confidence_and_refuses_a_percent_in_one_line(
     if code == 2:
         assert "--confidence" in done.stderr and "Traceback" not in done.stderr
         assert "0.5 to below 1" in done.stderr or "not a number" in done.stderr
+
+
+def test_an_error_bound_of_zero_is_judged_on_the_count_and_a_rate_asks_for_a_longer_run(tmp_path: Path) -> None:
+    # No interval of a share reaches down to 0: error_rate <= 0 is judged on the count, held or failed.
+    zero = load_slo_spec(text="slos:\n  run:\n    error_rate: {max: 0}\n")
+    assert build_report(_run(tmp_path / "zero", _ttfts(50)), zero).exit_code == 0
+    # A throughput near its target over a few dozen requests: inconclusive, and more time (not a count) answers.
+    ttfts = _ttfts(60)
+    measured = build_report(
+        _run(tmp_path / "a", ttfts), load_slo_spec(text="slos:\n  run:\n    requests_per_s: {min: 1}\n")
+    )
+    rate = measured.summary.slo_results[0].measured
+    assert rate is not None
+    near = load_slo_spec(text=f"slos:\n  run:\n    requests_per_s: {{min: {rate * 0.95:.3f}}}\n")
+    result = build_report(_run(tmp_path / "b", ttfts), near)
+    assert result.exit_code == 6 and "needs a longer run (has 60)" in result.summary.reason

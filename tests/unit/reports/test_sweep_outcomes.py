@@ -6,12 +6,14 @@ screen, summary.json, the console and the verdict. Records constructed with know
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from reports import build_report, load_slo_spec, measure_sweep_level
+from reports.render.junit import _sweep_cases
 from reports.sections.sweep.capacity import capacity_block, capacity_verdict
 from reports.sections.sweep.model import sweep_verdict
 from tests.conftest import make_run_dir, request
@@ -104,6 +106,31 @@ def test_the_report_summary_and_verdict_say_the_knees_uncertainty(tmp_path: Path
     first = html[html.index('id="sweep-answer"') : html.index("</section>", html.index('id="sweep-answer"'))]
     assert "Goodput knee: 2 users" in first and "(between 2 and 4 users: 4 inconclusive)" in first
     assert 'data-result="inconclusive">inconclusive' in first and 'data-result="broken">BROKE' in first
+    # JUnit: the inconclusive level is skipped as too short to tell, not as broken; nothing fails.
+    cases = {c.get("name"): c for c in ET.parse(result.junit).getroot().iter("testcase")}
+    four = cases["4 users (level)"].find("skipped")
+    assert four is not None and four.get("message", "").startswith("inconclusive (too few requests to tell)")
+    assert cases["8 users (level)"].find("skipped").get("message", "").startswith("broke an SLO")  # type: ignore[union-attr]
+    assert all(c.find("failure") is None for c in cases.values())
+
+
+def test_a_sweep_with_no_knee_for_sure_is_skipped_in_junit_not_failed() -> None:
+    root = ET.Element("testsuite")
+    levels = [
+        {
+            "users": u,
+            "kind": "level",
+            "requests_per_s": 1.0,
+            "output_tokens_per_s": 9.0,
+            "held": False,
+            "result": "inconclusive",
+        }
+        for u in (1, 2)
+    ]
+    failed = _sweep_cases(root, {"knee_users": None, "knee_inconclusive_users": [1, 2], "levels": levels}, "s")
+    knee = next(c for c in root.iter("testcase") if c.get("name") == "goodput knee found")
+    assert failed == 0 and knee.find("failure") is None
+    assert knee.find("skipped").get("message", "").startswith("inconclusive: 1, 2 users")  # type: ignore[union-attr]
 
 
 def test_a_sweep_whose_lowest_levels_are_inconclusive_has_no_knee_and_ends_inconclusive() -> None:

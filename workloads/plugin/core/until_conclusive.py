@@ -143,10 +143,15 @@ _WATCHES: weakref.WeakKeyDictionary[Environment, ConclusiveWatch] = weakref.Weak
 
 
 def conflict(environment: Environment, ctx: RunContext) -> str | None:
-    """Why ``--until-conclusive`` cannot run here, in one line (None: it can): a load shape plans the run's
+    """Why ``--until-conclusive`` cannot run here, in one line (None: it can): ``--confidence 0`` (nothing is
+    ever inconclusive), or a load shape, which plans the run's
     end itself (steps, a sweep, a capacity search — each judges its own levels), and stopping it once the
     pooled SLOs are answered would cut that plan short."""
-    if not ctx.options.until_conclusive or environment.shape_class is None:
+    if not ctx.options.until_conclusive:
+        return None
+    if not ctx.options.confidence:  # point estimates are never inconclusive: it would stop at its first check
+        return "--until-conclusive needs intervals to wait for: drop --confidence 0 (or give e.g. 0.95)"
+    if environment.shape_class is None:
         return None
     shape = type(environment.shape_class).__name__
     return (

@@ -77,7 +77,7 @@ def final_timing_status(summary: dict[str, Any]) -> str:
         return "no data"
     if fid.get("trustworthy", True):
         return "pass"
-    return "warn" if summary.get("verdict") in ("passed", "failed") else "fail"
+    return "warn" if summary.get("verdict") in ("passed", "failed", "inconclusive") else "fail"
 
 
 def total_label(ended: bool, live_timing: str | None, final: dict[str, Any] | None) -> str:
