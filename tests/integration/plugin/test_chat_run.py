@@ -91,7 +91,7 @@ def test_a_headless_run_ends_with_one_block_of_exact_figures_not_locusts_tables(
     def run(*extra: str) -> str:
         out = subprocess.run([sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "chat.py"), "--headless",
                               "-u", "2", "-r", "2", "-t", "8s", "--run-dir", str(tmp_path / "runs"), "--timing-verdict",
-                              "warn", "--chat-think-time", "0-0.2", *extra],
+                              "warn", "--confidence", "0", "--chat-think-time", "0-0.2", *extra],
                              capture_output=True, text=True, timeout=120, cwd=tmp_path)  # fmt: skip
         return out.stdout + out.stderr
 

@@ -51,7 +51,7 @@ def test_master_and_four_workers_equal_one_process(locust_runner) -> None:  # ty
 def test_killing_one_of_four_workers_is_reported_and_keeps_its_records(tmp_path: Path) -> None:
     port = free_port()
     locustfile = str(ROOT / "locustfiles" / "chat.py")
-    common = ["-f", locustfile, "--chat-think-time", "0-0.2", "--max-tokens", "20"]
+    common = ["-f", locustfile, "--chat-think-time", "0-0.2", "--max-tokens", "20", "--confidence", "0"]
     master = subprocess.Popen(
         [*LOCUST, *common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
          "--expect-workers", "4", "--headless", "-u", "16", "-r", "16", "-t", "16s", "--only-summary",

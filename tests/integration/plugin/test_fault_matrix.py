@@ -155,7 +155,7 @@ def test_ctrl_c_with_the_built_in_emulator_cancels_in_flight_requests_and_judges
         [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "chat.py"), "--headless", "-u", "6",
          "-r", "6", "-t", "60s", "--run-dir", str(tmp_path / "runs"), "--chat-think-time", "0-0.1",
          "--max-tokens", "100", "--ignore-eos", "--emulator-args", "--ttft-ms 50 --itl-ms 10",
-         "--timing-verdict", "warn"],  # what Ctrl-C does is checked here, not this busy box's clock
+         "--timing-verdict", "warn", "--confidence", "0"],  # what Ctrl-C does is checked, not the clock or sample
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a terminal's, not a ``&`` shell's
     )  # fmt: skip

@@ -47,6 +47,8 @@ def test_spans_exported_after_the_run_ended_are_taken_before_the_report_is_built
         str(port),
         "--run-dir",
         str(tmp_path / "runs"),
+        "--confidence",
+        "0",
     ]
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []

@@ -112,8 +112,9 @@ def test_the_key_stays_out_of_every_output_child_page_and_worker_message(tmp_pat
         finally:
             if proc.poll() is None:
                 proc.kill()
-    # 0/1: the SLOs; 4: the intruder took users and never ran them (a worker lost: the run is incomplete)
-    assert proc.returncode in (0, 1, 4), console[-3000:]
+    # 0/1/6: the SLOs (a few seconds: 6, too few to tell); 4: the intruder took users and never ran them (a
+    # worker lost: the run is incomplete)
+    assert proc.returncode in (0, 1, 4, 6), console[-3000:]
     assert bound == {"127.0.0.1"}, bound  # a --processes master: its workers are its own children
     assert "spawn" in intruder and "parsed_options" in intruder, intruder[-2000:]  # it was sent the options...
     assert not _leaks(intruder, KEY), "the worker port handed out the key"  # ...but not the key
@@ -140,7 +141,7 @@ def test_a_password_in_the_url_is_sent_as_basic_auth_and_shown_nowhere(tmp_path:
         time.sleep(4)
         cmdlines = _children_cmdlines(proc.pid)
         console, _ = proc.communicate(timeout=120)
-    assert proc.returncode in (0, 1), console[-3000:]
+    assert proc.returncode in (0, 1, 6), console[-3000:]
     run_dir = next((tmp_path / "runs").iterdir())
     records = list(read_records(run_dir))
     echoed = [r.error_detail for r in records if r.error_detail and "Authorization" in r.error_detail]
