@@ -31,7 +31,7 @@ _spec.loader.exec_module(readme_examples)
 
 
 #: the examples checked in detail by a test of their own below, and the exit code each test asserts
-CHECKED = {"ab": 1, "sweep": 0, "cost": 0, "agent": 0, "trace": 0, "quality": 1}
+CHECKED = {"ab": 1, "sweep": 0, "cost": 6, "agent": 6, "trace": 6, "quality": 1}
 
 
 def _run_in(name: str, tmp_path: Path) -> tuple[Any, Path]:
@@ -84,19 +84,21 @@ def test_every_other_example_runs_as_written_and_exits_as_its_page_says(name: st
         assert summary["verdict"] and (run_json.parent / "report.html").is_file(), (example.page, run_json.parent)
 
 
-def test_ab_example_exits_1_with_fp8_passing_and_awq_breaking_itl(tmp_path: Path) -> None:
+def test_ab_example_exits_1_with_fp8_breaking_nothing_and_awq_breaking_itl(tmp_path: Path) -> None:
     done, run_dir = _run("ab", tmp_path)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     ab = summary["targets"]
-    assert ab["targets"]["fp8"]["verdict"] == "passed", ab["targets"]["fp8"]
+    # fp8 breaks nothing: what 30 s cannot show held (a p95, an error rate under 1%) is inconclusive, not failed
+    assert ab["targets"]["fp8"]["verdict"] in ("passed", "inconclusive"), ab["targets"]["fp8"]
+    assert ab["targets"]["fp8"]["slos_failed"] == 0, ab["targets"]["fp8"]
     assert ab["targets"]["awq"]["verdict"] == "failed", ab["targets"]["awq"]
     assert ab["slowest"] == "awq"
     # The broken SLO is the ITL one README names, and it is broken by the records' own figure.
     gaps = np.concatenate([r.itl_gaps_s for r in read_records(run_dir) if r.target == "awq" and r.ok])
     assert gaps.size > 100
     assert np.median(gaps) * 1000 > 20, "the awq emulator decodes faster than the SLO it is meant to break"
-    broken = [row for row in summary["slos"] if row["target"] == "awq" and not row["passed"]]
+    broken = [row for row in summary["slos"] if row["target"] == "awq" and row["result"] == "failed"]
     assert broken and all(row["metric"] == "itl_ms" for row in broken), broken
 
 
@@ -109,22 +111,25 @@ def test_sweep_example_finds_the_knee_at_the_emulators_8_sequences(tmp_path: Pat
 
 def test_cost_example_prices_the_run_and_rebuilds_it_at_another_price(tmp_path: Path) -> None:
     done, run_dir = _run("cost", tmp_path)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.returncode == 6, done.stdout[-3000:] + done.stderr[-3000:]  # 20 s: the 1% check undecided
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["verdict"] == "passed"
+    assert summary["verdict"] == "inconclusive" and "needs ~" in summary["verdict_reason"]
     # The block's last line rebuilt the run at $1.20 an hour for the 2 GPUs given.
     assert summary["cost_per_hour"] == pytest.approx(2 * 1.20)
     tokens_per_h = summary["output_throughput"] * 3600
     assert summary["cost_per_1m_output_tokens"] == pytest.approx(2.40 / tokens_per_h * 1e6, rel=1e-6)
 
 
-def test_agent_example_passes_with_one_hit_rate_from_the_records_and_the_servers_counters(tmp_path: Path) -> None:
+def test_agent_example_breaks_nothing_with_one_hit_rate_from_the_records_and_the_servers_counters(
+    tmp_path: Path,
+) -> None:
     done, run_dir = _run("agent", tmp_path)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.returncode == 6, done.stdout[-3000:] + done.stderr[-3000:]  # 30 s: p95s and 1% undecided
     summary = json.loads((run_dir / "summary.json").read_text())
     records = [r for r in read_records(run_dir) if r.workload == "agent"]
     failed = [(r.request_id, r.error_category, r.error_detail) for r in records if not r.ok]
-    assert summary["verdict"] == "passed" and not failed, (summary["verdict_reason"], failed[:5])
+    assert summary["verdict"] == "inconclusive" and not failed, (summary["verdict_reason"], failed[:5])
+    assert not [s for s in summary["slos"] if s["result"] == "failed"], summary["verdict_reason"]
     assert summary["completed_sessions"] >= 8 and summary["unfinished_sessions"] == 0  # --stop-timeout
     # The shared system prompt and tools: most prompt tokens came from the cache, by both counts.
     cached = sum(r.cached_tokens or 0 for r in records) / sum(r.prompt_tokens or 0 for r in records)
@@ -135,7 +140,7 @@ def test_agent_example_passes_with_one_hit_rate_from_the_records_and_the_servers
 
 def test_trace_example_replays_every_row_at_its_time_with_its_prompt_length(tmp_path: Path) -> None:
     done, run_dir = _run("trace", tmp_path)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.returncode == 6, done.stdout[-3000:] + done.stderr[-3000:]  # 36 requests: the 1% check undecided
     rows = [json.loads(line) for line in (ROOT / "traces" / "mooncake_sample.jsonl").read_text().splitlines()]
     records = sorted(read_records(run_dir), key=lambda r: int(r.request_id.rsplit("-", 1)[1]))
     assert len(records) == len(rows) and all(r.ok for r in records)
