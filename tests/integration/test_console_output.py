@@ -27,7 +27,7 @@ PROGRESS = re.compile(
     r"(?:[\d,]+ tok/s, )?TTFT p50/p95 (?P<ttft>[\d,]+/[\d,]+ ms|—) · (?P<errors>no errors|\d+ errors? \([^)]*\)) · "
     r"(?P<timing>timing.*|TIMING NOT TRUSTWORTHY.*)$"
 )
-VERDICT = re.compile(r"^(PASSED|FAILED|UNRELIABLE|INCOMPLETE|RUN_FAILED) — .*")
+VERDICT = re.compile(r"^(PASSED|FAILED|INCONCLUSIVE|UNRELIABLE|INCOMPLETE|RUN_FAILED) — .*")
 #: gevent's sleep may come late on a busy 2-core runner: a line may be this much past its 5 s
 SLACK_S = 1.5
 

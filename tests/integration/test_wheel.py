@@ -155,9 +155,9 @@ def test_installed_tokenstorm_runs_a_bundled_locustfile_outside_the_checkout(ven
            "-t", "5s", "--timing-verdict", "warn"]  # fmt: skip
     proc = _run(cmd, work, env, timeout_s=240)
     output = proc.stdout + proc.stderr
-    # The example SLO file's verdict on the emulator (0 held, 1 an SLO failed): never 3, the run itself failing
-    # (its GPU SLO with no GPU sampled, its warm-up against a short run).
-    assert proc.returncode in (0, 1), output[-4000:]
+    # The example SLO file's verdict on the emulator (0 held, 1 an SLO failed, 6 too few requests in 5 s to tell):
+    # never 3, the run itself failing (its GPU SLO with no GPU sampled, its warm-up against a short run).
+    assert proc.returncode in (0, 1, 6), output[-4000:]
     assert "Traceback" not in output, output[-4000:]
     closing = " ".join(output.split())  # the verdict's line, wrapped to fit the terminal
     assert "not judged: no GPU sampled (run gpu_memory_gb max <= 58" in closing, output[-4000:]
