@@ -172,7 +172,7 @@ def test_installed_tokenstorm_runs_a_bundled_locustfile_outside_the_checkout(ven
 
     summary = json.loads((run_dir / "summary.json").read_text())
     verdict = summary["verdict"]
-    assert verdict in ("passed", "failed"), summary["reason"]
+    assert verdict in ("passed", "failed", "inconclusive"), summary
     (gpu,) = [r for r in summary["slos"] if r["metric"] == "gpu_memory_gb"]
     assert gpu["judged"] is False and gpu["note"].startswith("not judged: no GPU sampled")
     (run_dir / "report.html").unlink()

@@ -51,7 +51,7 @@ def _locust(tmp_path: Path, host: str, users: int, tokens: int, seconds: int, cp
     cmd = [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "chat.py"), "--headless", "--only-summary",
            "-u", str(users), "-r", str(users), "-t", f"{seconds}s", "--host", host, "--chat-turns", "1",
            "--chat-think-time", "0-0", "--wait-time", "0", "--max-tokens", str(tokens), "--ignore-eos",
-           "--records", "jsonl", "--run-dir", str(tmp_path / "runs")]  # fmt: skip
+           "--records", "jsonl", "--run-dir", str(tmp_path / "runs"), "--confidence", "0"]  # fmt: skip
     # Its own session, so that a run past its time is ended with every process it started.
     proc = subprocess.Popen(pinned(cmd, cpu), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)  # fmt: skip
