@@ -57,4 +57,5 @@ def config_body(config: EmulatorConfig, seed: int) -> dict[str, Any]:
         "wrong_rise": config.wrong_rise,
         "frontend_s": config.frontend_s,
         "per_request_metrics": config.per_request_metrics,
+        "endpoints": list(config.endpoints),
     }

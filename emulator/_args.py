@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from ._config import FAULT_KINDS, REASONING_FORMATS, WRONG_KINDS, EmulatorConfig
+from ._config import ENDPOINTS, FAULT_KINDS, REASONING_FORMATS, WRONG_KINDS, EmulatorConfig
 
 __all__ = ["EmulatorArgsError", "build_parser", "check_args", "config_from_args", "parse_args"]
 
@@ -109,6 +109,19 @@ def _fault(text: str) -> tuple[str, float]:
     if not 0.0 <= value <= 1.0:  # also false for nan
         raise _BadValue(f"--fault {text}: probability must be in [0, 1]")
     return kind, value
+
+
+def _endpoints(text: str) -> tuple[str, ...]:
+    """``--endpoints``' comma-separated list: known names only, at least one."""
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    for name in names:
+        if name not in ENDPOINTS:
+            close = difflib.get_close_matches(name, ENDPOINTS, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else f"; known: {','.join(ENDPOINTS)}"
+            raise _BadValue(f"--endpoints {text}: unknown endpoint {name!r}{hint}")
+    if not names:
+        raise _BadValue(f"--endpoints {text!r}: name at least one of {','.join(ENDPOINTS)}")
+    return names
 
 
 #: what each --wrong-* knob does to an answer it applies to
@@ -243,6 +256,14 @@ def _parser(add_help: bool, prog: str = PROG) -> _Parser:
     )
     p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on /v1/* (as vLLM does)")
     p.add_argument(
+        "--endpoints",
+        type=_endpoints,
+        default=ENDPOINTS,
+        metavar="LIST",
+        help=f"the APIs served, comma-separated (default: all, {','.join(ENDPOINTS)}: /v1/chat/completions, "
+        "/v1/completions, /v1/messages, /v1/responses); the others answer 404 as a server without them does",
+    )
+    p.add_argument(
         "--exit-with-stdin",
         action="store_true",
         help="exit when stdin closes (how a parent process makes sure no emulator outlives it)",
@@ -278,6 +299,7 @@ def config_from_args(args: argparse.Namespace) -> EmulatorConfig:
         api_key=args.api_key,
         wrong={kind: getattr(args, "wrong_" + kind) for kind in WRONG_KINDS if getattr(args, "wrong_" + kind) > 0},
         wrong_rise=args.wrong_rise,
+        endpoints=args.endpoints,
     )
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["FAULT_KINDS", "REASONING_FORMATS", "WRONG_KINDS", "EmulatorConfig"]
+__all__ = ["ENDPOINTS", "FAULT_KINDS", "REASONING_FORMATS", "WRONG_KINDS", "EmulatorConfig"]
 
 #: Faults the emulator can inject, by the name used in ``--fault`` and ``X-Emulator-Fault``.
 #: ``echo_auth``: an HTTP 500 whose message repeats the request's credentials, as some gateways do.
 #: ``endless``: an answer that never ends (past ``max_tokens``, no finish), see ``_endless``.
 FAULT_KINDS = ("429", "500", "503", "refuse", "drop", "malformed", "stall", "no_done", "echo_auth", "endless")
+#: The APIs that answer with tokens, by the name ``--endpoints`` gives them: ``/v1/chat/completions``,
+#: ``/v1/completions``, ``/v1/messages`` (Anthropic Messages) and ``/v1/responses`` (OpenAI Responses).
+ENDPOINTS = ("chat", "completions", "messages", "responses")
 #: How reasoning is streamed (``--reasoning-format``): a field, tags in content, or a pre-filled tag.
 REASONING_FORMATS = ("field", "tags", "prefilled")
 #: Wrong answers the emulator can give on purpose, by the name of their knob (``--wrong-<name>``, ``_`` as ``-``)
@@ -66,6 +69,8 @@ class EmulatorConfig:
     wrong: dict[str, float] = field(default_factory=dict)
     #: the wrong answers' rates scale with load: rate x min(1, running / wrong_rise); 0: flat
     wrong_rise: int = 0
+    #: the APIs served (``ENDPOINTS``); the others' routes answer 404 as a server without them does
+    endpoints: tuple[str, ...] = ENDPOINTS
 
     def validate(self) -> None:
         """Raise ``ValueError`` with a one-line reason if a setting makes no sense."""
@@ -96,3 +101,6 @@ class EmulatorConfig:
                 raise ValueError(f"wrong_{kind} must be in [0, 1]")
         if self.wrong_rise < 0:
             raise ValueError("wrong_rise must be >= 0")
+        for name in self.endpoints:
+            if name not in ENDPOINTS:
+                raise ValueError(f"unknown endpoint {name!r}; known: {', '.join(ENDPOINTS)}")

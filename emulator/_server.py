@@ -6,8 +6,10 @@ monotonic clock, and the times it was really written are kept per request (``/em
 :data:`TRUTHS_KEPT`; the optional truth log: every one) so tests can compare the client's measurements with the truth.
 The OpenAI-compatible JSON bodies live in ``_payloads``, what it answers in ``_answers`` (``_wrong``: wrong
 on purpose), what it says of itself (version, model list, engine configuration) in ``_about``, the HTTP/1.1
-framing in ``_http``; this module holds the routes, the pacing and capacity model, fault injection and the
-truth record.
+framing in ``_http``. Four APIs answer with tokens — chat and completions (``_framing``), Anthropic Messages
+(``_messages``) and OpenAI Responses (``_responses``) — each request read into the chat route's terms and each
+engine step's chat delta framed in its API's events; this module holds the routes, the pacing and capacity
+model, fault injection and the truth record (the times of the events that carry tokens on the API's wire).
 """
 
 from __future__ import annotations
@@ -27,30 +29,38 @@ from ._about import cache_config_labels, config_body, models_body, server_versio
 from ._answers import Answered, answer_for, token_text, whole_text
 from ._config import FAULT_KINDS, EmulatorConfig
 from ._endless import endless
+from ._framing import CHAT, COMPLETIONS, Api, Framing, RequestRefused, Whole
 from ._http import Request, chunk, read_request, reset, send, send_json
+from ._messages import MESSAGES
 from ._metrics import EmulatorMetrics
-from ._payloads import (
-    ERROR_FAULTS,
-    Plan,
-    fault_error,
-    prompt_text,
-    prompt_tokens_of,
-    sse_event,
-    usage_event,
-    whole_response,
-)
+from ._payloads import ERROR_FAULTS, Plan, fault_error, prompt_text, prompt_tokens_of
 from ._prefix_cache import PrefixCache
-from ._tools import ToolCall, ToolRequestError, tool_delta, tool_mode
+from ._responses import RESPONSES
+from ._tools import ToolCall, tool_delta
 from ._truth import Truth, per_request_metrics, prompt_digest, trace_id_of, truth_dict
 
 __all__ = ["TRUTHS_KEPT", "EmulatorServer"]
 
 #: requests whose truth ``/emulator/truth`` keeps (the newest); ``--truth-log`` writes every one
 TRUTHS_KEPT = 20_000
+#: the routes that answer with tokens, and their APIs
+_ROUTES = {
+    "/v1/chat/completions": CHAT,
+    "/v1/completions": COMPLETIONS,
+    "/v1/messages": MESSAGES,
+    "/v1/responses": RESPONSES,
+}
+#: what vLLM's FastAPI app answers a route it does not have (an API left out by ``--endpoints``)
+_NOT_FOUND = b'{"detail":"Not Found"}'
+_STREAM_HEAD = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
+    b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n"
+)
 
 
 class EmulatorServer:
-    """Serves ``/v1/models``, ``/v1/chat/completions``, ``/v1/completions``, ``/health``, ``/version``, ``/metrics``."""
+    """Serves ``/v1/models``, ``/v1/chat/completions``, ``/v1/completions``, ``/v1/messages``, ``/v1/responses``,
+    ``/health``, ``/version``, ``/metrics``."""
 
     def __init__(self, config: EmulatorConfig) -> None:
         config.validate()
@@ -119,37 +129,44 @@ class EmulatorServer:
             return await send_json(writer, 200, [truth_dict(t) for t in self._truths])
         if req.method == "GET" and path == "/emulator/config":
             return await send_json(writer, 200, config_body(self.config, self.seed))
-        if req.method == "POST" and path in ("/v1/chat/completions", "/v1/completions"):
-            return await self._completion(req, writer, chat=path.endswith("chat/completions"))
+        api = _ROUTES.get(path)
+        if api is not None and api.name not in self.config.endpoints:
+            return await send(writer, 404, _NOT_FOUND, "application/json")
+        if req.method == "POST" and api is not None:
+            return await self._completion(req, writer, api)
         return await send_json(writer, 404, {"error": {"message": f"no route {path}", "code": 404}})
 
     # -- completions --------------------------------------------------------------------
-    async def _completion(self, req: Request, writer: asyncio.StreamWriter, chat: bool) -> bool:
+    async def _completion(self, req: Request, writer: asyncio.StreamWriter, api: Api) -> bool:
         arrived = time.perf_counter()
         try:
-            body = json.loads(req.body)
-            if not isinstance(body, dict):
+            raw = json.loads(req.body)
+            if not isinstance(raw, dict):
                 raise ValueError("body is not an object")
         except ValueError as exc:
             return await send_json(
                 writer, 400, {"error": {"message": f"invalid JSON body: {exc}", "type": "BadRequestError", "code": 400}}
             )
         try:
-            tool_choice, functions = tool_mode(body, self.config.tool_calls) if chat else ("none", [])
-        except ToolRequestError as exc:
-            return await send_json(writer, 400, exc.body())
+            asked = api.convert(raw, self.config)
+        except RequestRefused as exc:
+            return await send(writer, exc.status, api.encode(exc.body), "application/json")
         fault = self._pick_fault(req.headers.get("x-emulator-fault"))
         if fault == "refuse":
             reset(writer)
             return False
         if fault in ERROR_FAULTS:
-            return await send_json(writer, *fault_error(fault, req.headers))
+            status, error = fault_error(fault, req.headers)
+            return await send(writer, status, api.encode(api.error(error)), "application/json")
+        body, chat = asked.body, asked.chat
         text = prompt_text(body, chat)
         prompt = text.encode("utf-8")
         prompt_tokens = prompt_tokens_of(prompt)
+        model = str(body.get("model", self.config.model))
         if fault == "endless":
-            return await endless(writer, self.config, body, chat, prompt_tokens)
-        answered = self._answer(body, chat, text, prompt, prompt_tokens, tool_choice, functions)
+            frames = api.endless(model) if api.endless is not None else None
+            return await endless(writer, self.config, body, chat, prompt_tokens, frames)
+        answered = self._answer(body, chat, text, prompt, prompt_tokens, asked.tool_choice, asked.functions)
         output_tokens, finish, reasoning_tokens, call = (answered.output_tokens, answered.finish,
                                                          answered.reasoning_tokens, answered.call)  # fmt: skip
         truth = Truth(
@@ -163,24 +180,13 @@ class EmulatorServer:
             prompt_sha=prompt_digest(body),
             wrong=sorted(answered.wrong),
             trace_id=trace_id_of(req.headers.get("traceparent")),
+            api=api.name,
         )
-        stream = bool(body.get("stream"))
         opts = body.get("stream_options") or {}
         include_usage = isinstance(opts, dict) and bool(opts.get("include_usage"))
         continuous = isinstance(opts, dict) and bool(opts.get("continuous_usage_stats"))
-        plan = Plan(
-            chat,
-            str(body.get("model", self.config.model)),
-            prompt_tokens,
-            output_tokens,
-            finish,
-            reasoning_tokens,
-            include_usage,
-            continuous,
-            pieces=answered.pieces,
-            thinking=answered.thinking,
-            more=answered.more,
-        )
+        plan = Plan(chat, model, prompt_tokens, output_tokens, finish, reasoning_tokens, include_usage, continuous)
+        plan.pieces, plan.thinking, plan.more = answered.pieces, answered.thinking, answered.more
 
         if self.config.frontend_s:
             await _sleep_until(arrived + self.config.frontend_s)  # the front end, before the request is queued
@@ -205,24 +211,19 @@ class EmulatorServer:
             self.metrics.prefix_hits.labels(**lab).inc(plan.cached_tokens)
         prefilled = prompt_tokens - plan.cached_tokens
         truth.imposed_ttft_s = self.config.ttft_s + self.config.prefill_s_per_token * prefilled
+        framing = api.framing(plan, asked, api.id_prefix + truth.request_id[:24], int(time.time()), self.config)
         generated = 0
         try:
-            if stream:
-                keep, generated = await self._stream(writer, plan, call, truth, arrived, start, fault)
+            if body.get("stream"):
+                keep, generated = await self._stream(writer, framing, plan, call, truth, arrived, start, fault)
             else:
                 await _sleep_until(start + truth.imposed_ttft_s + self.config.itl_s * (output_tokens - 1))
                 generated = output_tokens
                 truth.server_ttft_s = truth.imposed_ttft_s  # the whole answer at once: its parts as imposed
                 truth.decoded(time.perf_counter() - start - truth.imposed_ttft_s, output_tokens)
-                if call is None:
-                    answer = whole_response(plan, whole_text(plan, self.config.reasoning_format))
-                else:
-                    n = output_tokens - reasoning_tokens
-                    truth.tool_calls, truth.tool_call_ids, truth.tool_call_tokens = 1, [call.call_id], n
-                    answer = whole_response(plan, "", call.history_entry(n))
-                if self.config.per_request_metrics:
-                    answer["metrics"] = per_request_metrics(truth)
-                keep = await send_json(writer, 200, answer)
+                metrics = per_request_metrics(truth) if self.config.per_request_metrics else None
+                whole = framing.whole(self._whole(plan, call, truth), metrics)
+                keep = await send(writer, 200, whole, "application/json")
             if keep or fault is None:
                 e2e = time.perf_counter() - arrived
                 self.metrics.e2e.labels(**lab).observe(e2e)
@@ -234,6 +235,16 @@ class EmulatorServer:
             self.metrics.generation_tokens.labels(**lab).inc(generated)
             self._slots.release()
             self._record_truth(truth)
+
+    def _whole(self, plan: Plan, call: ToolCall | None, truth: Truth) -> Whole:
+        """A non-streamed answer (its reasoning apart when ``--reasoning-format field`` puts it apart)."""
+        fmt = self.config.reasoning_format
+        reasoning = "".join(token_text(plan, j, None) for j in range(plan.reasoning_tokens)) if fmt == "field" else ""
+        if call is None:
+            return Whole(whole_text(plan, fmt), reasoning, None)
+        n = plan.output_tokens - plan.reasoning_tokens
+        truth.tool_calls, truth.tool_call_ids, truth.tool_call_tokens = 1, [call.call_id], n
+        return Whole("", reasoning, call.history_entry(n))
 
     def _answer(self, body: dict[str, Any], chat: bool, text: str, prompt: bytes, prompt_tokens: int,
                 tool_choice: str, functions: list[dict[str, Any]]) -> Answered:  # fmt: skip
@@ -247,6 +258,7 @@ class EmulatorServer:
     async def _stream(
         self,
         writer: asyncio.StreamWriter,
+        framing: Framing,
         plan: Plan,
         call: ToolCall | None,
         truth: Truth,
@@ -255,28 +267,16 @@ class EmulatorServer:
         fault: str | None,
     ) -> tuple[bool, int]:
         cfg = self.config
-        head = (
-            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
-            b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n"
-        )
-        writer.write(head)
-        rid = ("chatcmpl-" if plan.chat else "cmpl-") + truth.request_id[:24]
-        created = int(time.time())
-        if plan.chat:
-            writer.write(
-                chunk(
-                    sse_event(
-                        plan, rid, created, {"role": "assistant", "content": ""}, None, 0 if plan.continuous else None
-                    )
-                )
-            )
+        opening = framing.opening()
+        writer.write(_STREAM_HEAD + (chunk(opening) if opening else b""))
         # A tool call, or the answer after reasoning in its own field, starts an event of its own.
-        split = plan.reasoning_tokens if call or cfg.reasoning_format == "field" else 0
+        r = plan.reasoning_tokens
+        split = r if call or cfg.reasoning_format == "field" else 0
         sizes = _chunk_sizes(plan.output_tokens, cfg.tokens_per_chunk, split)
         fault_at = max(1, len(sizes) // 2)
         first_deadline = start + truth.imposed_ttft_s
         sent_tokens = 0
-        prev_t = first_t = 0.0
+        prev_t = first_t = token_t = 0.0
         lab = self.metrics.lab()
         for i, k in enumerate(sizes):
             deadline = first_deadline + (sent_tokens + k - 1) * cfg.itl_s
@@ -294,36 +294,41 @@ class EmulatorServer:
                     writer.transport.abort()
                     return False, sent_tokens
                 if fault == "malformed":
-                    writer.write(chunk(b'data: {"id": "broken", "choices": [\n\n'))
+                    writer.write(chunk(framing.malformed()))
                 if fault == "stall":
                     await asyncio.sleep(cfg.stall_s)
             finish = plan.finish if sent_tokens + k == plan.output_tokens else None
-            tool_event = call is not None and sent_tokens >= plan.reasoning_tokens
-            if tool_event and call is not None:
-                delta = tool_delta(call, sent_tokens - plan.reasoning_tokens, k)
-                answer_begins = plan.reasoning_tokens > 0 and sent_tokens == plan.reasoning_tokens
-                if sent_tokens == plan.reasoning_tokens:
+            tool_event = call is not None and sent_tokens >= r
+            if call is not None and tool_event:
+                delta = tool_delta(call, sent_tokens - r, k)
+                if sent_tokens == r:
                     truth.tool_calls, truth.tool_call_ids, truth.tool_call_tokens = 1, [call.call_id], 0
             else:
-                delta, answer_begins = self._content_delta(plan, truth, sent_tokens, k)
+                delta = self._content_delta(plan, sent_tokens, k)
             sent_tokens += k
-            if i == 0:
+            data, token_event = framing.step(delta, finish, sent_tokens)
+            if token_event and truth.ttft_s is None:
                 truth.ttft_before_write_s = time.perf_counter() - arrived
-            writer.write(chunk(sse_event(plan, rid, created, delta, finish, sent_tokens if plan.continuous else None)))
+            if data:  # an API may send nothing for a step (Messages drops an empty text delta)
+                writer.write(chunk(data))
             now = time.perf_counter()
-            if answer_begins:
-                truth.ttft_answer_s = now - arrived
+            if token_event:  # the truth times the events that carry tokens on this API's wire
+                if truth.ttft_s is None:
+                    truth.ttft_s = now - arrived
+                else:
+                    truth.itl_s.append(now - token_t)
+                token_t = now
+                if r and truth.ttft_answer_s is None and sent_tokens > r:
+                    truth.ttft_answer_s = now - arrived
             if tool_event:
-                if truth.ttft_tool_s is None:
+                if data and truth.ttft_tool_s is None:
                     truth.ttft_tool_s = now - arrived
                 truth.tool_call_s = now - arrived
                 truth.tool_call_tokens = (truth.tool_call_tokens or 0) + k
-            if i == 0:
+            if i == 0:  # the engine's own times: a step's tokens, whatever its API sent of them
                 first_t = now
-                truth.ttft_s = now - arrived
                 self.metrics.ttft.labels(**lab).observe(now - arrived)
             else:
-                truth.itl_s.append(now - prev_t)
                 self.metrics.itl.labels(**lab).observe(now - prev_t)
             prev_t = now
             self._kv_tokens += k
@@ -333,17 +338,14 @@ class EmulatorServer:
         if sizes:
             truth.server_ttft_s = first_t - start
             truth.decoded(prev_t - first_t, sent_tokens)
-        if plan.include_usage:
-            metrics = per_request_metrics(truth) if cfg.per_request_metrics else None
-            writer.write(chunk(usage_event(plan, rid, created, sent_tokens, metrics)))
-        if fault != "no_done":
-            writer.write(chunk(b"data: [DONE]\n\n"))
-        writer.write(b"0\r\n\r\n")
+        metrics = per_request_metrics(truth) if cfg.per_request_metrics else None
+        closing = framing.closing(sent_tokens, metrics, fault != "no_done")
+        writer.write((chunk(closing) if closing else b"") + b"0\r\n\r\n")
         await writer.drain()
         return True, sent_tokens
 
-    def _content_delta(self, plan: Plan, truth: Truth, sent_tokens: int, k: int) -> tuple[dict[str, Any], bool]:
-        """The delta of an event of text tokens ``sent_tokens .. +k-1``, and whether the answer begins in it."""
+    def _content_delta(self, plan: Plan, sent_tokens: int, k: int) -> dict[str, Any]:
+        """The chat delta of an event of text tokens ``sent_tokens .. +k-1``."""
         cfg = self.config
         r = plan.reasoning_tokens
         tags = cfg.reasoning_format if plan.chat and r and cfg.reasoning_format != "field" else None
@@ -355,13 +357,9 @@ class EmulatorServer:
             plan.held, text = plan.held + text, ""
         else:
             plan.held, text = "", plan.held + text
-        answer_begins = bool(r) and sent_tokens <= r < end
         if plan.chat and tags is None and r:
-            answer_begins = sent_tokens >= r and truth.ttft_answer_s is None
-            return {"reasoning_content" if sent_tokens < r else "content": text}, answer_begins
-        if plan.chat:
-            return {"content": text}, answer_begins
-        return {"text": text}, answer_begins
+            return {"reasoning_content" if sent_tokens < r else "content": text}
+        return {"content": text} if plan.chat else {"text": text}
 
     # -- helpers ------------------------------------------------------------------------
     def _pick_fault(self, requested: str | None) -> str | None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from ._payloads import filler_text
 
-__all__ = ["ToolCall", "ToolRequestError", "plan_tool_call", "tool_delta", "tool_mode"]
+__all__ = ["ToolCall", "ToolRequestError", "no_parser_error", "plan_tool_call", "tool_delta", "tool_mode"]
 
 #: a token of JSON text: a word or a run of punctuation, with the whitespace before it; or trailing whitespace
 _TOKEN = re.compile(r"\s*(?:\w+|[^\w\s]+)|\s+")
@@ -106,10 +106,18 @@ def tool_mode(body: dict[str, Any], parser: bool = True) -> tuple[str, list[dict
     mode, functions = _tool_mode(body)
     if parser or mode == "none":
         return mode, functions
+    raise no_parser_error(mode)
+
+
+def no_parser_error(mode: str) -> ToolRequestError:
+    """vLLM 0.32's refusal of tool choice ``mode`` ("auto", "required", "named:NAME") by a server started without a
+    tool-call parser."""
     if mode == "auto":
-        raise ToolRequestError('"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set')
+        return ToolRequestError(
+            '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+        )
     what = f'function "{mode[len("named:") :]}"' if mode.startswith("named:") else f'"{mode}"'
-    raise ToolRequestError(f"tool_choice={what} requires --tool-call-parser to be set")
+    return ToolRequestError(f"tool_choice={what} requires --tool-call-parser to be set")
 
 
 def _tool_mode(body: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:

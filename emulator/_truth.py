@@ -59,6 +59,9 @@ class Truth:
     decode_s: float | None = None
     #: ``decode_s`` / (output tokens − 1) (``mean_itl_ms``); None below two tokens
     mean_itl_s: float | None = None
+    #: the API it came by (``_config.ENDPOINTS``): its token events are that API's (``ttft_s`` and ``itl_s`` time
+    #: the events that carry tokens on its wire: not a Messages ``content_block_start`` nor a Responses ``*.added``)
+    api: str = "chat"
 
     def decoded(self, decode_s: float, tokens: int) -> None:
         """Set the decode (first → last token) and the mean gap between its ``tokens`` output tokens."""
@@ -94,6 +97,7 @@ def truth_dict(t: Truth) -> dict[str, Any]:
         "server_ttft_s": t.server_ttft_s,
         "decode_s": t.decode_s,
         "mean_itl_s": t.mean_itl_s,
+        "api": t.api,
     }
 
 
