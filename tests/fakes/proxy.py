@@ -46,10 +46,10 @@ class RecordingProxy:
             while data := src.recv(65536):
                 if requests is None:  # kept before the client can see it (and send its next request)
                     self.responses.setdefault(current[0], bytearray()).extend(data)
-                dst.sendall(data)
-                if requests is not None:
+                else:  # read before the server can see it (and answer under the previous request's id)
                     requests += data
                     self._take(requests, current)
+                dst.sendall(data)
         except OSError:
             pass
         finally:
