@@ -59,7 +59,12 @@ def validation_error(loc: str, kind: str, msg: str, value: Any) -> RequestRefuse
     it; ``loc``: the field's path after ``body.``), whatever the route: chat's shape, not Anthropic's."""
     sized = isinstance(value, dict | list)
     shown = f"'<{type(value).__name__} of {len(value)} items>'" if sized else repr(str(value))
-    line = f"{{'type': '{kind}', 'loc': 'body.{loc}', 'msg': {msg!r}, 'input': {shown}}}"
+    ctx = ""
+    if kind == "value_error":  # pydantic names the exception, and a literal's allowed values
+        ctx = f", 'ctx': {{'error': ValueError({msg.removeprefix('Value error, ')!r})}}"
+    elif kind == "literal_error":
+        ctx = f", 'ctx': {{'expected': {msg.removeprefix('Input should be ')!r}}}"
+    line = f"{{'type': '{kind}', 'loc': 'body.{loc}', 'msg': {msg!r}, 'input': {shown}{ctx}}}"
     error = {"message": f"1 validation error:\n  {line}", "type": "Bad Request", "param": f"body.{loc}", "code": 400}
     return RequestRefused(400, {"error": error})
 

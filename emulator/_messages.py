@@ -5,9 +5,10 @@ vLLM converts its chat stream into Messages events (``anthropic/serving.py``, ``
 another kind begins (``thinking``, ``text``, a ``tool_use`` with its id, name and ``input: {}``) and its
 ``content_block_delta`` (``thinking_delta``, ``text_delta``, ``input_json_delta``; an empty one is dropped); a
 thinking block ends with a ``signature_delta``; ``content_block_stop`` and ``message_delta`` (``stop_reason`` and
-the usage, ``input_tokens`` leaving out the cached ones) with the closing usage; ``message_stop`` at ``[DONE]``.
-Each event is an ``event: NAME`` line and its ``data:``. :class:`MessagesFraming` does the same from the
-emulator's chat deltas; the request's conversion is ``_messages_request``'s.
+the usage: ``input_tokens`` leaves out the prompt tokens read from the prefix cache and those written to it,
+counted apart) with the closing usage; ``message_stop`` at ``[DONE]``. Each event is an ``event: NAME`` line and
+its ``data:``. :class:`MessagesFraming` does the same from the emulator's chat deltas; the request's conversion is
+``_messages_request``'s.
 """
 
 from __future__ import annotations
@@ -58,11 +59,11 @@ class MessagesFraming(Framing):
         self.finish: str | None = None
 
     def _usage(self, tokens: int) -> dict[str, Any]:
-        cached = self.plan.cached_tokens
+        cached, created = self.plan.cached_tokens, self.plan.created_tokens
         return {
-            "input_tokens": max(0, self.plan.prompt_tokens - cached),
+            "input_tokens": max(0, self.plan.prompt_tokens - cached - created),
             "output_tokens": tokens,
-            "cache_creation_input_tokens": 0,
+            "cache_creation_input_tokens": created,
             "cache_read_input_tokens": cached,
         }
 

@@ -2,8 +2,8 @@
 
 What a completion request asks for (its prompt's text and size in tokens), the filler text it
 answers with, and the bodies it sends: a whole (non-streamed) response, or a stream's SSE events
-and its closing usage event (with ``prompt_tokens_details.cached_tokens``, as vLLM started with
-``--enable-prompt-tokens-details`` sends it). HTTP framing (status line, chunked encoding) is the
+and its closing usage event (with ``prompt_tokens_details.cached_tokens`` and ``created_cache_tokens``, as
+vLLM started with ``--enable-prompt-tokens-details`` sends it). HTTP framing (status line, chunked encoding) is the
 server's business; tool calls are ``_tools``'.
 """
 
@@ -73,6 +73,8 @@ class Plan:
     continuous: bool
     #: prompt tokens the prefix cache held (``usage.prompt_tokens_details.cached_tokens``)
     cached_tokens: int = 0
+    #: prompt tokens computed and written to the prefix cache (``created_cache_tokens``: its full blocks not held)
+    created_tokens: int = 0
     #: the text answer's tokens after the reasoning, one string each (``_answers.token_text`` reads them)
     pieces: list[str] = field(default_factory=list)
     #: the reasoning's tokens, one string each
@@ -139,7 +141,8 @@ def _usage(prompt: int, completion: int) -> dict[str, Any]:
 
 def _final_usage(plan: Plan, completion: int) -> dict[str, Any]:
     """A request's closing usage: vLLM adds ``prompt_tokens_details`` there, never to a stream's per-event usage."""
-    return {**_usage(plan.prompt_tokens, completion), "prompt_tokens_details": {"cached_tokens": plan.cached_tokens}}
+    details = {"cached_tokens": plan.cached_tokens, "created_cache_tokens": plan.created_tokens}
+    return {**_usage(plan.prompt_tokens, completion), "prompt_tokens_details": details}
 
 
 def sse_event(

@@ -35,6 +35,11 @@ class PrefixCache:
         """Whether it caches anything (``capacity_blocks`` > 0)."""
         return self.capacity_blocks > 0
 
+    def created(self, prompt_tokens: int, cached_tokens: int) -> int:
+        """The prompt tokens a request computed and wrote to the cache (vLLM's ``num_cache_creation_tokens``): its
+        full blocks, all kept once it is prefilled, less the ``cached_tokens`` it found there."""
+        return max(0, prompt_tokens // self.block_size * self.block_size - cached_tokens) if self.enabled else 0
+
     def __len__(self) -> int:
         return len(self._blocks)
 

@@ -166,7 +166,7 @@ class ResponsesFraming(Framing):
         plan = self.plan
         details = {
             "cached_tokens": plan.cached_tokens,
-            "cache_write_tokens": 0,
+            "cache_write_tokens": plan.created_tokens,
             "input_tokens_per_turn": [],
             "cached_tokens_per_turn": [],
         }

@@ -43,6 +43,11 @@ def _checked(body: dict[str, Any]) -> None:
     limit = body.get("max_output_tokens")
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)):
         raise validation_error("max_output_tokens", "int_type", "Input should be a valid integer", limit)
+    if limit is not None and limit < 1:  # vLLM's sampling parameters refuse it, in their words
+        message = f"max_tokens must be at least 1, got {limit}. (parameter=max_tokens, value={limit})"
+        raise RequestRefused(
+            400, {"error": {"message": message, "type": "BadRequestError", "param": "max_tokens", "code": 400}}
+        )
 
 
 def _input_messages(body: dict[str, Any]) -> list[dict[str, Any]]:

@@ -206,6 +206,7 @@ class EmulatorServer:
         # Looked up when the request is scheduled (a slot free), as vLLM's scheduler does: only the
         # prompt tokens not cached are prefilled.
         plan.cached_tokens = truth.cached_tokens = self._prefix_cache.admit(prompt, prompt_tokens)
+        plan.created_tokens = self._prefix_cache.created(prompt_tokens, plan.cached_tokens)
         if self._prefix_cache.enabled:
             self.metrics.prefix_queries.labels(**lab).inc(prompt_tokens)
             self.metrics.prefix_hits.labels(**lab).inc(plan.cached_tokens)

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 DATA = Path(__file__).parent / "data"
+#: the project's own captures of a real vLLM 0.32 (tests/fixtures/vllm/README.md says how each was made)
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "vllm"
 
 
 @dataclass
@@ -128,9 +130,9 @@ def truth(url: str, request_id: str) -> dict[str, Any]:
     return next(t for t in get_json(url, "/emulator/truth") if t["request_id"] == request_id)
 
 
-def capture(name: str) -> list[Event]:
-    """The events of a vLLM 0.32 capture in ``data/`` (all in one chunk)."""
-    return Reply(200, {}, [(0.0, (DATA / name).read_bytes())]).events()
+def capture(name: str, folder: Path = DATA) -> list[Event]:
+    """The events of a vLLM 0.32 capture in ``folder`` (``data/`` by default), all in one chunk."""
+    return Reply(200, {}, [(0.0, (folder / name).read_bytes())]).events()
 
 
 def shape(value: Any) -> Any:

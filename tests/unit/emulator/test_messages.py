@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from ._wire import DATA, Event, capture, post, shape, truth
+from ._wire import DATA, FIXTURES, Event, capture, post, shape, truth
 
 WEATHER = {
     "name": "get_weather",
@@ -55,8 +55,10 @@ def test_a_text_stream_has_vllms_events_fields_and_usage(emulator: Callable[...,
     start, end = events[0].data["message"]["usage"], events[-2].data["usage"]
     assert start == {"input_tokens": t["prompt_tokens"], "output_tokens": 0}
     assert end["output_tokens"] == 64
-    assert end["input_tokens"] + end["cache_read_input_tokens"] == t["prompt_tokens"]
-    assert end["cache_read_input_tokens"] == t["cached_tokens"] and end["cache_creation_input_tokens"] == 0
+    assert (
+        end["input_tokens"] + end["cache_read_input_tokens"] + end["cache_creation_input_tokens"] == t["prompt_tokens"]
+    )
+    assert end["cache_read_input_tokens"] == t["cached_tokens"]
     assert events[-2].data["delta"] == {"stop_reason": "max_tokens", "stop_sequence": None}
     # One write a step: the block starts with its first token; the ends go out together after the last token.
     assert events[1].chunk == events[2].chunk != events[0].chunk
@@ -168,7 +170,11 @@ def test_a_whole_answer_has_vllms_fields(emulator: Callable[..., str]) -> None:
     answer = reply.json()
     assert shape(answer) == shape(json.loads((DATA / "messages_whole.json").read_text()))
     assert answer["stop_reason"] == "max_tokens" and answer["usage"]["output_tokens"] == 10
-    assert answer["usage"]["input_tokens"] + answer["usage"]["cache_read_input_tokens"] == t["prompt_tokens"]
+    usage = answer["usage"]
+    assert (
+        usage["input_tokens"] + usage["cache_read_input_tokens"] + usage["cache_creation_input_tokens"]
+        == t["prompt_tokens"]
+    )
     reply, t = _ask(
         url, {"max_tokens": 200, "messages": body["messages"], "tools": [WEATHER], "tool_choice": {"type": "any"}}
     )
@@ -217,3 +223,26 @@ def test_errors_are_vllms_own_shapes(emulator: Callable[..., str]) -> None:
     assert "requires --enable-auto-tool-choice" in refused.json()["error"]["message"]
     plain = post(stock, "/v1/messages", {"model": "m", "max_tokens": 5, "messages": ask})
     assert plain.status == 200
+
+
+def test_a_prompt_sent_twice_writes_then_reads_the_cache_as_vllm_counts_it(emulator: Callable[..., str]) -> None:
+    url = emulator()
+    body = {"max_tokens": 8, "stream": True, "messages": [{"role": "user", "content": f"{uuid.uuid4()} " * 60}]}
+    (first, t), (second, _) = _ask(url, body), _ask(url, body)
+    write, read = first.events()[-2].data["usage"], second.events()[-2].data["usage"]
+    blocks = t["prompt_tokens"] // 16 * 16
+    # vLLM (fixtures/vllm/messages_cache_*): the full blocks written the first time, read the second (but the
+    # block holding the last prompt token, which is always computed again); input_tokens is the rest.
+    assert (write["cache_creation_input_tokens"], write["cache_read_input_tokens"]) == (blocks, 0)
+    assert read["cache_read_input_tokens"] == (t["prompt_tokens"] - 1) // 16 * 16
+    assert read["cache_creation_input_tokens"] == blocks - read["cache_read_input_tokens"]
+    for usage in (write, read):
+        assert (
+            sum(usage[k] for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"))
+            == (t["prompt_tokens"])
+        )
+    vllm = capture("messages_cache_write_0.32_cpu.sse", FIXTURES)
+    assert [e.name for e in first.events() if e.name != "content_block_delta"] == [
+        e.name for e in vllm if e.name != "content_block_delta"
+    ]
+    assert shape(write) == shape(vllm[-2].data["usage"]) and vllm[-2].data["usage"]["cache_creation_input_tokens"] > 0

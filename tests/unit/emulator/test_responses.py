@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from ._wire import DATA, Event, capture, post, shape, truth
+from ._wire import DATA, FIXTURES, Event, capture, post, shape, truth
 
 WEATHER = {
     "type": "function",
@@ -65,6 +65,7 @@ def test_a_text_stream_has_vllms_events_fields_usage_and_metrics(emulator: Calla
         t["prompt_tokens"] + 16,
     )
     assert usage["input_tokens_details"]["cached_tokens"] == t["cached_tokens"]
+    assert usage["input_tokens_details"]["cache_write_tokens"] == t["prompt_tokens"] // 16 * 16 - t["cached_tokens"]
     assert done["output"][0]["content"][0]["text"] == "".join(deltas)
     assert done["metrics"]["time_to_first_token_ms"] == t["server_ttft_s"] * 1000
     # One write a step: the item opens with its first token; the ends go out together after the last token.
@@ -187,3 +188,21 @@ def test_errors_are_vllms_own_shapes(emulator: Callable[..., str]) -> None:
         {"model": "m", "input": "Hi", "max_output_tokens": 5, "tools": [WEATHER], "tool_choice": "required"},
     )
     assert text.status == 200 and [i["type"] for i in text.json()["output"]] == ["message"]
+
+
+def test_a_prompt_sent_twice_writes_then_reads_the_cache_as_vllm_counts_it(emulator: Callable[..., str]) -> None:
+    url = emulator()
+    body = {"max_output_tokens": 8, "stream": True, "input": f"{uuid.uuid4()} " * 60}
+    (first, t), (second, _) = _ask(url, body), _ask(url, body)
+    write = first.events()[-1].data["response"]["usage"]
+    read = second.events()[-1].data["response"]["usage"]
+    blocks = t["prompt_tokens"] // 16 * 16
+    assert write["input_tokens"] == read["input_tokens"] == t["prompt_tokens"]  # the whole prompt, as OpenAI's
+    assert (write["input_tokens_details"]["cache_write_tokens"], write["input_tokens_details"]["cached_tokens"]) == (
+        blocks,
+        0,
+    )
+    assert read["input_tokens_details"]["cached_tokens"] == (t["prompt_tokens"] - 1) // 16 * 16
+    vllm = capture("responses_cache_write_0.32_cpu.sse", FIXTURES)
+    assert shape(write) == shape(vllm[-1].data["response"]["usage"])
+    assert vllm[-1].data["response"]["usage"]["input_tokens_details"]["cache_write_tokens"] > 0
