@@ -17,7 +17,7 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 import gevent
@@ -25,10 +25,13 @@ import orjson
 
 from ..rundir.records import LATE_EVENT_S, ErrorCategory, RequestRecord
 from ..rundir.secrets import authorization_header, redact, split_credentials
+from .api_bodies import ANTHROPIC_VERSION, request_body
+from .api_streams import MessagesStream, ResponsesStream
 from .failures import STALL, describe, error_text, fail, http_category, secrets_of
 from .http import HttpConnection, HttpResponse, ProtocolError
 from .limits import ResponseCap
 from .reading import fill_from_timer, read_stream, read_whole
+from .request import CompletionRequest
 from .server_timing import trace_id_of, traceparent
 from .stall import Stalled, StallWatch
 from .timing import THINK_TAGS, StreamError, StreamTimer
@@ -36,51 +39,12 @@ from .timing import THINK_TAGS, StreamError, StreamTimer
 __all__ = ["Answer", "CompletionRequest", "LlmClient", "TargetError"]
 
 _MAX_ERROR_BODY = 2048
+#: the readers of the streams that are not OpenAI chunks (chat and completions: the timer itself)
+_READERS = {"messages": MessagesStream, "responses": ResponsesStream}
 
 
 class TargetError(Exception):
     """The target could not be used at all (unreachable, no models); the message is for users."""
-
-
-@dataclass(slots=True)
-class CompletionRequest:
-    """What one simulated user asks the server for."""
-
-    workload: str
-    endpoint: Literal["chat", "completions"] = "chat"
-    messages: list[dict[str, Any]] | None = None
-    prompt: str | None = None
-    max_tokens: int | None = 128
-    temperature: float | None = None
-    ignore_eos: bool = False
-    stream: bool = True
-    stop: list[str] | None = None
-    extra_body: dict[str, Any] = field(default_factory=dict)
-    requested_prompt_tokens: int | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    #: keep the answer text (``LlmClient.last_text``), e.g. to grow a chat history; never recorded
-    collect_text: bool = False
-    #: the record's id (A/B twins share one); empty: a fresh random one
-    request_id: str = ""
-    #: the session this request is a step of (``RequestRecord.session_id``) and its 0-based step
-    session_id: str = ""
-    step: int | None = None
-    #: the traffic model's plan has no step after this one (``RequestRecord.session_end``)
-    final_step: bool = False
-    #: OpenAI function tools offered (``tools``) and ``tool_choice`` ("auto", "required", "none", or
-    #: ``{"type": "function", "function": {"name": ...}}``); sent only when set
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: str | dict[str, Any] | None = None
-    #: checks of the answer (``workloads.traffic.checks``), run after the record is timed; the answer's text
-    #: is kept for them (as ``collect_text``)
-    checks: tuple[Any, ...] = ()
-    #: contract: where in the document its needle fact sits, 0 (start) to 1 (end) (``RequestRecord.needle_depth``)
-    needle_depth: float | None = None
-
-    @property
-    def path(self) -> str:
-        """The API path (without any base-URL prefix)."""
-        return "/v1/chat/completions" if self.endpoint == "chat" else "/v1/completions"
 
 
 @dataclass(slots=True)
@@ -153,6 +117,8 @@ class LlmClient:
         header = authorization_header(api_key, None) or authorization or authorization_header(None, credentials)
         if header:
             self._headers["Authorization"] = self._get_headers["Authorization"] = header
+        #: what Messages requests add: Anthropic's key header (the same key as the Bearer one) and version
+        self._messages_headers = {"anthropic-version": ANTHROPIC_VERSION, **({"x-api-key": api_key} if api_key else {})}
         #: what is masked in every text the client stores from a server (see :mod:`.failures`)
         self._secrets = secrets_of(api_key, credentials, header, secrets)
         self._timeout_s = timeout_s
@@ -240,31 +206,8 @@ class LlmClient:
 
     # -- requests -----------------------------------------------------------------------
     def build_body(self, req: CompletionRequest, model: str) -> dict[str, Any]:
-        """The JSON body sent for ``req`` (extra body parameters win over the defaults)."""
-        body: dict[str, Any] = {"model": model, "stream": req.stream}
-        if req.endpoint == "chat":
-            body["messages"] = req.messages or []
-        else:
-            body["prompt"] = req.prompt or ""
-        if req.max_tokens is not None:
-            body["max_tokens"] = req.max_tokens
-        if req.temperature is not None:
-            body["temperature"] = req.temperature
-        if req.ignore_eos:
-            body["ignore_eos"] = True
-        if req.stop:
-            body["stop"] = req.stop
-        if req.tools:
-            body["tools"] = req.tools
-        if req.tool_choice is not None:
-            body["tool_choice"] = req.tool_choice
-        if req.stream:
-            opts: dict[str, Any] = {"include_usage": True}
-            if self._continuous_usage:
-                opts["continuous_usage_stats"] = True
-            body["stream_options"] = opts
-        body.update(req.extra_body)
-        return body
+        """The JSON body sent for ``req`` in its API (extra body parameters win over the defaults)."""
+        return request_body(req, model, continuous_usage=self._continuous_usage)
 
     def complete(self, req: CompletionRequest, model: str) -> RequestRecord:
         """Send ``req`` and return its record; failures are categorised, not raised.
@@ -273,7 +216,7 @@ class LlmClient:
         with category ``cancelled``; the caller should keep it and then end the greenlet.
         """
         body = self.build_body(req, model)
-        sent_max = body.get("max_completion_tokens", body.get("max_tokens"))
+        sent_max = body.get("max_completion_tokens", body.get("max_tokens", body.get("max_output_tokens")))
         record = RequestRecord(
             workload=req.workload,
             endpoint=req.path,
@@ -297,6 +240,7 @@ class LlmClient:
         record.trace_id = trace_id_of(wire_id)
         headers = {
             **self._headers,
+            **(self._messages_headers if req.endpoint == "messages" else {}),
             **req.headers,
             "X-Request-Id": wire_id,
             "traceparent": traceparent(record.trace_id, wire_id),
@@ -304,6 +248,7 @@ class LlmClient:
         think_tags = self._think_tags if may_think(req) else None
         cap = ResponseCap.of(body, len(payload))
         timer = StreamTimer(collect_text=req.collect_text or bool(req.checks), think_tags=think_tags, cap=cap)
+        reader = _READERS[req.endpoint](timer) if req.endpoint in _READERS else timer
         self.last_text = ""
         self.last_answer = Answer()
         conn = self._connection()
@@ -333,13 +278,13 @@ class LlmClient:
                     fail(record, http_category(resp.status), error_text(resp.status, err_body), secrets)
                     return record
                 if req.stream:
-                    read_stream(resp, timer, t0, cap)
+                    read_stream(resp, timer, t0, cap, reader.on_event)
                     if timer.texts is not None:
                         self.last_text = "".join(timer.texts)
                         self.last_answer = Answer(self.last_text, timer.collected_tool_calls())
-                    timer.finish()
+                    reader.finish()
                     fill_from_timer(record, timer)
-                elif (bad := read_whole(resp, record, t0, cap)) is not None:
+                elif (bad := read_whole(resp, record, t0, cap, req.endpoint)) is not None:
                     fail(record, *bad, secrets)
                 record.ok = record.error_category is None
         except StreamError as exc:

@@ -57,8 +57,8 @@ class ResponseCap:
     @classmethod
     def of(cls, body: dict[str, Any], sent_bytes: int = 0) -> ResponseCap:
         """The cap of the request whose JSON body is ``body``, ``sent_bytes`` long (``max_completion_tokens`` wins,
-        as on the server)."""
-        sent = body.get("max_completion_tokens", body.get("max_tokens"))
+        as on the server; Responses: ``max_output_tokens``)."""
+        sent = body.get("max_completion_tokens", body.get("max_tokens", body.get("max_output_tokens")))
         max_tokens = sent if type(sent) is int and sent > 0 else UNKNOWN_MAX_TOKENS
         n = body.get("n")
         choices = n if type(n) is int and n > 1 else 1

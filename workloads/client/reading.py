@@ -5,10 +5,13 @@ past the request's :class:`~.limits.ResponseCap`: a response that goes on is cut
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Any
 
 import orjson
 
 from ..rundir.records import LATE_EVENT_S, ErrorCategory, RequestRecord
+from .api_streams import whole_messages, whole_responses
 from .http import HttpResponse
 from .limits import ResponseCap
 from .server_timing import fill_server_timing
@@ -18,7 +21,13 @@ from .timing import StreamError, StreamTimer, cached_tokens
 __all__ = ["fill_from_timer", "read_stream", "read_whole"]
 
 
-def read_stream(resp: HttpResponse, timer: StreamTimer, t0: float, cap: ResponseCap | None = None) -> None:
+def read_stream(
+    resp: HttpResponse,
+    timer: StreamTimer,
+    t0: float,
+    cap: ResponseCap | None = None,
+    on_event: Callable[[bytes, float], None] | None = None,
+) -> None:
     """Feed SSE events to the timer, each stamped with the read that completed it (kernel
     receive time where available, see :mod:`workloads.client.http`), as seconds since ``t0``.
 
@@ -28,10 +37,12 @@ def read_stream(resp: HttpResponse, timer: StreamTimer, t0: float, cap: Response
     are counted as late. Usage-only chunks and ``[DONE]`` after the last token are not: vLLM sends
     them in the same step as that token, so sharing its read says nothing about its stamp.
 
+    ``on_event`` reads each payload (default ``timer.on_event``; the other APIs' readers of :mod:`.api_streams`).
     A body past ``cap.body_bytes`` raises :class:`StreamError` (``oversized``) before its last read is parsed:
     no event, nor the parser's unfinished one, holds more than the cap."""
     parser = SseParser()
-    on_event = timer.on_event
+    if on_event is None:
+        on_event = timer.on_event
     feed = parser.feed
     t = t0
     left = cap.body_bytes if cap is not None else -1
@@ -62,9 +73,9 @@ def read_stream(resp: HttpResponse, timer: StreamTimer, t0: float, cap: Response
 
 
 def read_whole(
-    resp: HttpResponse, record: RequestRecord, t0: float, cap: ResponseCap | None = None
+    resp: HttpResponse, record: RequestRecord, t0: float, cap: ResponseCap | None = None, api: str = "chat"
 ) -> tuple[str, str] | None:
-    """Fill ``record`` from a non-streamed answer; the failure's category and detail if it is not a
+    """Fill ``record`` from a non-streamed answer in ``api``; the failure's category and detail if it is not a
     completion, or is longer than ``cap.body_bytes`` (then the connection is closed, the rest unread)."""
     body = resp.read(None if cap is None else cap.body_bytes + 1)
     record.e2e_s = time.perf_counter() - t0
@@ -72,6 +83,8 @@ def read_whole(
         return ErrorCategory.OVERSIZED, cap.bytes_detail()
     try:
         data = orjson.loads(body)
+        if api in ("messages", "responses"):
+            return _whole_answer(data, record, api)
         choice = data["choices"][0]
         record.finish_reason = choice.get("finish_reason")
         record.response_id = data.get("id")
@@ -86,6 +99,22 @@ def read_whole(
             record.ttft_tool_s = record.tool_call_s = record.e2e_s
     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
         return ErrorCategory.MALFORMED_CHUNK, "response body is not a completion object"
+    if record.output_tokens and record.output_tokens > 1:
+        record.token_events = 1
+    return None
+
+
+def _whole_answer(data: Any, record: RequestRecord, api: str) -> tuple[str, str] | None:
+    """A non-streamed Messages or Responses answer into ``record`` (no token events: its one read is its time)."""
+    timer = StreamTimer()
+    calls = (whole_messages if api == "messages" else whole_responses)(data, timer)
+    record.finish_reason, record.response_id = timer.finish_reason, timer.response_id
+    record.prompt_tokens, record.output_tokens = timer.prompt_tokens, timer.output_tokens
+    record.cached_tokens = timer.cached_tokens
+    fill_server_timing(record, timer.server_metrics)
+    if calls:
+        record.tool_calls = calls
+        record.ttft_tool_s = record.tool_call_s = record.e2e_s
     if record.output_tokens and record.output_tokens > 1:
         record.token_events = 1
     return None

@@ -40,7 +40,7 @@ import orjson
 from ..rundir.records import ErrorCategory
 from .limits import ResponseCap
 
-__all__ = ["StreamError", "StreamTimer", "cached_tokens"]
+__all__ = ["EXCERPT", "StreamError", "StreamTimer", "cached_tokens", "parse_object"]
 
 
 class StreamError(Exception):
@@ -55,7 +55,7 @@ class StreamError(Exception):
 
 # How much of the server's text a detail quotes: well past what is stored, so that a secret in it is
 # masked whole before the detail is cut (a cut through a key would leave part of it unrecognised).
-_EXCERPT = 4096
+EXCERPT = 4096
 _REASONING_KEYS = ("reasoning_content", "reasoning")
 #: the markers models without a reasoning parser put around their reasoning in ``content``
 THINK_TAGS = ("<think>", "</think>")
@@ -159,16 +159,15 @@ class StreamTimer:
             return
         if self.done_t is not None:
             return  # data after [DONE] carries nothing we time
-        try:
-            chunk: Any = orjson.loads(payload)
-        except ValueError as exc:
-            raise StreamError(ErrorCategory.MALFORMED_CHUNK, f"chunk is not JSON: {payload[:_EXCERPT]!r}") from exc
-        if not isinstance(chunk, dict):
-            raise StreamError(ErrorCategory.MALFORMED_CHUNK, f"chunk is not an object: {payload[:_EXCERPT]!r}")
+        self.on_chunk(parse_object(payload), t)
+
+    def on_chunk(self, chunk: dict[str, Any], t: float) -> None:
+        """Account for one parsed chunk of an OpenAI-style stream that arrived ``t`` seconds after send (the
+        other APIs' readers, :mod:`.api_streams`, hand their token events over in this shape)."""
         if "error" in chunk and not chunk.get("choices"):
             err = chunk["error"]
             msg = err.get("message", err) if isinstance(err, dict) else err
-            raise StreamError(ErrorCategory.ERROR_EVENT, f"server sent an error event: {str(msg)[:_EXCERPT]}")
+            raise StreamError(ErrorCategory.ERROR_EVENT, f"server sent an error event: {str(msg)[:EXCERPT]}")
         if self.response_id is None:
             rid = chunk.get("id")
             if isinstance(rid, str):
@@ -178,8 +177,7 @@ class StreamTimer:
         if isinstance(usage, dict):
             completion = usage.get("completion_tokens")
             if isinstance(completion, int):
-                if self._cap is not None and completion > self._cap.tokens:
-                    raise StreamError(ErrorCategory.OVERSIZED, self._cap.tokens_detail())
+                self.check_cap(completion)
                 prev = self._last_completion_tokens or 0
                 new_tokens = completion - prev
                 self._last_completion_tokens = completion
@@ -233,6 +231,11 @@ class StreamTimer:
                 if type(piece) is str:
                     self.texts.append(piece)
         self._on_token(t, k, visible, answer, reasoning)
+
+    def check_cap(self, output_tokens: int) -> None:
+        """Cut the stream (``oversized``) when the server says it has sent more tokens than the cap allows."""
+        if self._cap is not None and output_tokens > self._cap.tokens:
+            raise StreamError(ErrorCategory.OVERSIZED, self._cap.tokens_detail())
 
     def _on_tool_calls(self, calls: list[Any], t: float, new_tokens: int | None) -> None:
         """Account for one event's ``delta.tool_calls``: a call's first delta (id, name) or an argument fragment."""
@@ -340,6 +343,17 @@ class StreamTimer:
             raise StreamError(ErrorCategory.NO_TOKENS, "stream carried no token events")
         if self.finish_reason is None:
             raise StreamError(ErrorCategory.NO_FINISH_REASON, "stream ended without a finish_reason")
+
+
+def parse_object(payload: bytes) -> dict[str, Any]:
+    """One SSE payload as a JSON object; :class:`StreamError` (``malformed_chunk``) if it is not one."""
+    try:
+        chunk: Any = orjson.loads(payload)
+    except ValueError as exc:
+        raise StreamError(ErrorCategory.MALFORMED_CHUNK, f"chunk is not JSON: {payload[:EXCERPT]!r}") from exc
+    if not isinstance(chunk, dict):
+        raise StreamError(ErrorCategory.MALFORMED_CHUNK, f"chunk is not an object: {payload[:EXCERPT]!r}")
+    return chunk
 
 
 def cached_tokens(usage: dict[str, Any]) -> int | None:

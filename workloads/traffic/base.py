@@ -41,6 +41,7 @@ class WorkloadSettings:
     thinking: str = ""  # chat: "", "on" or "off" (chat_template_kwargs.enable_thinking)
     dataset: str | None = None  # chat
     wait_s: tuple[float, float] = (1.0, 3.0)  # between a user's sessions (--wait-time overrides)
+    api: str = ""  # the API this workload speaks (a workload file's api:); "": the run's --api
     #: one model's own settings (``TrafficModel.own_settings``), by name
     extra: dict[str, Any] = field(default_factory=dict)
     #: users' own checks of this workload's answers (a workload file's ``checks: [module:function]``, loaded)

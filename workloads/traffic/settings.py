@@ -8,7 +8,9 @@ A workload file (``--workload-file mix.yaml``) defines a mix without code::
       code:     {weight: 3, endpoint: completions, output_tokens: "uniform:16-64"}
       chat:     {weight: 2, dataset: my_sharegpt.json, thinking: "on", turns: 4}
       agent:    {weight: 1, profiles: [coding], tool_choice: required, steps: "uniform:4-12",
-                 tool_result_tokens: {read_file: "lognormal:3000,0.5"}}
+                 tool_result_tokens: {read_file: "lognormal:3000,0.5"}, api: messages}
+
+Every workload takes ``api: chat|completions|messages|responses`` (the run's ``--api`` otherwise).
 
 Any workload may add users' own checks of its answers, ``checks: ["mychecks:no_apology"]``
 (:mod:`.user_checks`), loaded with the file.
@@ -42,6 +44,8 @@ __all__ = ["WorkloadFileError", "apply_workload_file", "default_settings", "name
 
 
 _YAML = "a workload file is YAML"
+#: what a workload's ``api:`` (and ``--api``) may name
+APIS = ("chat", "completions", "messages", "responses")
 
 
 class WorkloadFileError(ValueError):
@@ -73,6 +77,10 @@ def _convert(name: str, value: Any) -> Any:
         if bad or not items:
             raise ValueError(f"{name} must be a list of {', '.join(allowed)}")
         return items
+    if name == "api":
+        if value not in APIS:
+            raise ValueError(f"api must be one of {', '.join(APIS)}")
+        return value
     if name == "endpoint":
         if value not in ("chat", "completions", "both"):
             raise ValueError("endpoint must be chat, completions or both")
@@ -188,7 +196,7 @@ def apply_workload_file(path: Path, settings: dict[str, WorkloadSettings],
                                     f"(known: {', '.join(MODELS)})")  # fmt: skip
         if not isinstance(conf, yaml.MappingNode):
             raise WorkloadFileError(f"{path}:{conf.start_mark.line + 1}: {name}: expected key: value settings")
-        known = MODELS[name].setting_names() | {"checks"}
+        known = MODELS[name].setting_names() | {"checks", "api"}
         for key_node, value_node in conf.value:
             line = key_node.start_mark.line + 1
             if not isinstance(key_node, yaml.ScalarNode):

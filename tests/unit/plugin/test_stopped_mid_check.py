@@ -31,7 +31,7 @@ sys.path.insert(0, sys.argv[1])
 env = Environment(user_classes=[Idle], events=events)
 ctx = context(env)
 ctx.is_worker = True  # records go to the outbox, to be read here
-ctx.workload_settings["chat"] = types.SimpleNamespace(checks=(load_user_check("slow_rules:slow"),))
+ctx.workload_settings["chat"] = types.SimpleNamespace(checks=(load_user_check("slow_rules:slow"),), api="")
 with EmulatorProcess("--ttft-ms", "5", "--itl-ms", "1") as emu:
     client = LlmClient(emu.url)
     req = CompletionRequest("chat", messages=[{"role": "user", "content": "hi"}], max_tokens=8)

@@ -209,5 +209,5 @@ def test_checks_that_are_not_a_list_say_the_form(tmp_path: Path) -> None:
 def test_an_unknown_setting_lists_checks_among_the_settings(tmp_path: Path) -> None:
     path = workload_file(tmp_path, "workloads:\n  chat:\n    chekcs: [a:b]\n")
     with pytest.raises(WorkloadFileError, match=r"mix\.yaml:3: chat: unknown setting — did you mean checks\? "
-                                                r"\(settings of chat: checks, "):  # fmt: skip
+                                                r"\(settings of chat: api, checks, "):  # fmt: skip
         settings_from_options(SimpleNamespace(workload_file=str(path)))

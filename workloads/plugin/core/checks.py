@@ -13,7 +13,7 @@ from typing import Any
 from locust.env import Environment
 
 from ...client import LlmClient, TargetError
-from ...client.probes import tool_calling_problem
+from ...client.probes import api_problem, tool_calling_problem
 from ...rundir import EXIT_RUN_FAILED
 from ...traffic import WorkloadFileError, named_workloads, settings_from_options
 from ...traffic.tokens import TokenCounter
@@ -112,6 +112,12 @@ def load_workloads(environment: Environment, ctx: RunContext) -> None:
     if used and all(settings[name].weight == 0 for name in used):
         raise WorkloadFileError(f"every workload's weight is 0 ({', '.join(sorted(used))}): nothing would be sent "
                                 "(--weights, $TOKENSTORM_WEIGHTS or the workload file)")  # fmt: skip
+    agent = settings.get("agent")
+    if agent is not None and agent.weight > 0 and "agent" in used and (agent.api or ctx.options.api) == "completions":
+        raise WorkloadFileError(
+            "agent sessions call tools, which /v1/completions cannot offer: give agent another "
+            "api (api: chat, messages or responses in a workload file), or --weights agent=0"
+        )
     for user_class in environment.user_classes:
         name = getattr(user_class, "workload", None)
         if name in settings:
@@ -143,6 +149,9 @@ def preflight(environment: Environment, ctx: RunContext) -> str | None:
             client = LlmClient(url, authorization=ctx.authorization_for(url), secrets=ctx.secrets())
             try:
                 model = resolve_model(environment, client)
+                for api in sorted(apis_in_use(environment, ctx) - {"chat"}):
+                    if why := api_problem(client, model, api):
+                        return f"target {label}: {why}" if label else why
                 if agent is not None and (why := tool_calling_problem(client, model, *agent)):
                     asked = _agent_asked_for(environment, ctx)
                     if asked is not None:
@@ -209,7 +218,16 @@ def _zero_weights(environment: Environment, ctx: RunContext, workloads: set[str]
             user_class.weight = 0
 
 
-def _agent_probe(environment: Environment, ctx: RunContext) -> tuple[list[dict[str, Any]], Any] | None:
+def apis_in_use(environment: Environment, ctx: RunContext) -> set[str]:
+    """The APIs this run's workloads speak (``--api``, each workload file's ``api:``), of those it sends."""
+    open_loop = any(getattr(u, "open_loop", False) for u in environment.user_classes)
+    used = (
+        set(ctx.workload_settings) if open_loop else {str(getattr(u, "workload", "")) for u in environment.user_classes}
+    )
+    return {s.api or ctx.options.api for n, s in ctx.workload_settings.items() if n in used and s.weight > 0}
+
+
+def _agent_probe(environment: Environment, ctx: RunContext) -> tuple[list[dict[str, Any]], Any, str] | None:
     """The tools and ``tool_choice`` agent sessions of this run will send (``None``: it has none)."""
     settings = ctx.workload_settings.get("agent")
     if settings is None or settings.weight <= 0:
@@ -218,4 +236,4 @@ def _agent_probe(environment: Environment, ctx: RunContext) -> tuple[list[dict[s
                for u in environment.user_classes):  # fmt: skip
         return None
     model: Any = ctx.builder("agent")  # workloads.traffic.models.agent.Agent
-    return [t.schema for t in model.profiles[0].tools], model.tool_choice
+    return [t.schema for t in model.profiles[0].tools], model.tool_choice, settings.api or ctx.options.api

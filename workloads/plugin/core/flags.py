@@ -122,6 +122,10 @@ WORKLOADS = Topic("Workloads & traffic", (
     Flag("--seed", "Seed of the request generators (same seed, same requests)", 0, int),
     Flag("--tokenizer", "tokenizer.json (or its folder) of the target model, to size prompts exactly; "
          "default: a calibrated estimate"),
+    Flag("--api", "The API every request speaks: chat (OpenAI chat; code completion also /v1/completions), "
+         "messages (Anthropic Messages, /v1/messages: Claude Code's), responses (OpenAI Responses, /v1/responses) "
+         "or completions (/v1/completions: prompts only, no agent sessions); a workload file's api: wins",
+         "chat", choices=("chat", "completions", "messages", "responses")),
     Flag("--max-tokens", "Override each workload's max_tokens (0: keep)", 0, int),
     Flag("--ignore-eos", "Ask the server to ignore EOS so every request generates max_tokens", False, switch=True),
     Flag("--temperature", "Sampling temperature (empty: server default)", "", str),

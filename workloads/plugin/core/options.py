@@ -230,6 +230,8 @@ class RunOptions:
     max_tokens: int = 0
     ignore_eos: bool = False
     temperature: float | None = None
+    #: the API requests speak (``--api``); a workload file's ``api:`` wins for its workload
+    api: str = "chat"
     request_timeout_s: float = 600.0
     #: no byte for this long ends a request as a stall (0: off)
     stall_timeout_s: float = 0.0
@@ -303,6 +305,7 @@ class RunOptions:
             api_key=str(get("api_key", "")),
             max_tokens=_number("--max-tokens", get("max_tokens", 0), minimum=0, cast=int, maximum=MAX_TOKENS_LIMIT),
             ignore_eos=bool(get("ignore_eos", False)),
+            api=str(get("api", "chat") or "chat"),
             temperature=temperature,
             request_timeout_s=parse_duration_option("--request-timeout", get("request_timeout", 600.0), strict=True),
             stall_timeout_s=parse_duration_option("--stall-timeout", get("stall_timeout", 0.0)),

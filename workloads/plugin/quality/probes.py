@@ -26,7 +26,7 @@ from typing import Any
 import gevent
 from locust.env import Environment
 
-from ...client import CompletionRequest, TargetError
+from ...client import CompletionRequest, TargetError, in_api
 from ...client.probes import PROBE_ID_PREFIX
 from ...rundir import ErrorCategory
 from ...rundir.secrets import redact
@@ -101,7 +101,7 @@ def _send_pass(environment: Environment, ctx: RunContext, probes: _Probes, phase
                 if model is None:
                     out.append(ProbeLine(phase, number, label, "", False, problem, epoch_s, users))
                     continue
-                record = client.complete(probe_request(number, ctx.options), model)
+                record = client.complete(in_api(probe_request(number, ctx.options), ctx.options.api), model)
                 if record.error_category == ErrorCategory.CANCELLED or probes.stopping:
                     return None
                 error = None if record.ok else (record.error_detail or record.error_category or "failed")

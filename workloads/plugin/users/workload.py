@@ -23,7 +23,7 @@ from locust import User, tag, task
 from locust.env import Environment
 from locust.exception import StopUser
 
-from ...client import CompletionRequest, LlmClient, TargetError
+from ...client import CompletionRequest, LlmClient, TargetError, in_api
 from ...client.backoff import CAP_S, FIRST_S, Backoff
 from ...rundir import ErrorCategory, RequestRecord
 from ...traffic import MODELS, TrafficModel, WorkloadSettings
@@ -87,8 +87,9 @@ def send(environment: Environment, client: LlmClient, req: CompletionRequest, mo
          default_max_tokens: int = 128, send_lag_s: float | None = None) -> RequestRecord:  # fmt: skip
     """Send ``req`` with the run's options, keep its record, show it in the live stats."""
     ctx = context(environment)
-    record = client.complete(apply_run_options(ctx.options, req, default_max_tokens), model)
     settings = ctx.workload_settings.get(req.workload)
+    in_api(req, (settings.api if settings is not None else "") or ctx.options.api)
+    record = client.complete(apply_run_options(ctx.options, req, default_max_tokens), model)
     checks = settings.checks if settings is not None else ()
     if record.ok and (req.checks or checks):
         # The answer's checks, after its last byte was read and its record timed, in the checks' own process:
