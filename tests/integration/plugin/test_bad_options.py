@@ -57,13 +57,13 @@ def test_a_bad_value_is_one_line_and_exit_3_before_any_traffic(tmp_path: Path, a
 
 
 def test_options_are_taken_by_their_whole_names_only(tmp_path: Path) -> None:
-    # A prefix of one option was that option: --api ran as --api-key, its value sent to the server as the key.
-    cmd = [*LOCUST, "-f", str(ROOT / "locustfiles" / "chat.py"), "--headless", "-t", "1s", "--api", "hunter2-s3cret"]
+    # A prefix of one option was that option: --api-k ran as --api-key, its value sent to the server as the key.
+    cmd = [*LOCUST, "-f", str(ROOT / "locustfiles" / "chat.py"), "--headless", "-t", "1s", "--api-k", "hunter2-s3cret"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     text = out.stdout + out.stderr
     assert out.returncode == 2, text[-2000:]
     assert [line for line in text.splitlines() if line.strip()] == [
-        "tokenstorm: --api: unknown option (did you mean --api-key?)"
+        "tokenstorm: --api-k: unknown option (did you mean --api-key?)"
     ]
     assert not (tmp_path / "runs").exists()  # nothing ran
     # Whole names, Locust's and tokenstorm's, are taken as before.
