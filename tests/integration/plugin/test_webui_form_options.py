@@ -304,6 +304,7 @@ EFFECTS: dict[str, Effect] = {
     "seed": Effect("7", why="the same requests for the same seed: one run shows no difference"),
     "tokenizer": Effect("tokenizer.json", why="sizes prompts with a word-level tokenizer: the emulator counts"),
     "max_tokens": Effect("2000", "long", lambda df, _: set(df["requested_max_tokens"]) == {2000}),
+    "api": Effect("messages", "long", lambda df, _: set(df["endpoint"]) == {"/v1/messages"}),
     "ignore_eos": Effect("true", "dataset", lambda df, _: set(_ok(df, "chat")["output_tokens"]) == {29}),
     "temperature": Effect("0.3", why="sent in each request, which no record keeps"),
     "wait_time": Effect("0.1-0.2", why="a pause between sessions: timing, not a record's field"),
