@@ -13,11 +13,13 @@ says how a request body of that API becomes the chat-style request the rest of t
 from __future__ import annotations
 
 import json
+import random
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ._answers import token_text
 from ._config import EmulatorConfig
 from ._endless import EndlessFrames
 from ._payloads import Plan, sse_event, usage_event, whole_response
@@ -33,6 +35,7 @@ __all__ = [
     "RequestRefused",
     "Whole",
     "compact",
+    "content_delta",
     "convert_chat",
     "plain",
     "same_error",
@@ -136,6 +139,24 @@ class Api:
     encode: Callable[[Any], bytes]
     #: the model name → what the ``endless`` fault streams (None: chat's or a completion's own)
     endless: Callable[[str], EndlessFrames] | None = None
+
+
+def content_delta(plan: Plan, sent_tokens: int, k: int, cfg: EmulatorConfig, rng: random.Random) -> dict[str, Any]:
+    """The chat delta of an engine step of text tokens ``sent_tokens .. +k-1`` (the reasoning in its own field with
+    ``--reasoning-format field``, else in the content); empty, its text held for the next step of the same field, with
+    probability ``--empty-chunk-share`` (drawn from ``rng``), as vLLM sends a step that ends mid-character."""
+    r = plan.reasoning_tokens
+    tags = cfg.reasoning_format if plan.chat and r and cfg.reasoning_format != "field" else None
+    text = "".join(token_text(plan, j, tags) for j in range(sent_tokens, sent_tokens + k))
+    end = sent_tokens + k
+    more = end < plan.output_tokens and not (tags is None and r and end == r)
+    if more and cfg.empty_chunk_share and rng.random() < cfg.empty_chunk_share:
+        plan.held, text = plan.held + text, ""
+    else:
+        plan.held, text = "", plan.held + text
+    if plan.chat and tags is None and r:
+        return {"reasoning_content" if sent_tokens < r else "content": text}
+    return {"content": text} if plan.chat else {"text": text}
 
 
 def convert_chat(body: dict[str, Any], config: EmulatorConfig, chat: bool = True) -> Converted:

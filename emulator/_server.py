@@ -29,7 +29,7 @@ from ._about import cache_config_labels, config_body, models_body, server_versio
 from ._answers import Answered, answer_for, token_text, whole_text
 from ._config import FAULT_KINDS, EmulatorConfig
 from ._endless import endless
-from ._framing import CHAT, COMPLETIONS, Api, Framing, RequestRefused, Whole
+from ._framing import CHAT, COMPLETIONS, Api, Framing, RequestRefused, Whole, content_delta
 from ._http import Request, chunk, read_request, reset, send, send_json
 from ._messages import MESSAGES
 from ._metrics import EmulatorMetrics
@@ -270,6 +270,8 @@ class EmulatorServer:
         cfg = self.config
         opening = framing.opening()
         writer.write(_STREAM_HEAD + (chunk(opening) if opening else b""))
+        if opening:
+            truth.ttfc_s = time.perf_counter() - arrived
         # A tool call, or the answer after reasoning in its own field, starts an event of its own.
         r = plan.reasoning_tokens
         split = r if call or cfg.reasoning_format == "field" else 0
@@ -305,7 +307,7 @@ class EmulatorServer:
                 if sent_tokens == r:
                     truth.tool_calls, truth.tool_call_ids, truth.tool_call_tokens = 1, [call.call_id], 0
             else:
-                delta = self._content_delta(plan, sent_tokens, k)
+                delta = content_delta(plan, sent_tokens, k, cfg, self._rng)
             sent_tokens += k
             data, token_event = framing.step(delta, finish, sent_tokens)
             if token_event and truth.ttft_s is None:
@@ -313,6 +315,8 @@ class EmulatorServer:
             if data:  # an API may send nothing for a step (Messages drops an empty text delta)
                 writer.write(chunk(data))
             now = time.perf_counter()
+            if data and truth.ttfc_s is None:
+                truth.ttfc_s = now - arrived
             if token_event:  # the truth times the events that carry tokens on this API's wire
                 if truth.ttft_s is None:
                     truth.ttft_s = now - arrived
@@ -344,23 +348,6 @@ class EmulatorServer:
         writer.write((chunk(closing) if closing else b"") + b"0\r\n\r\n")
         await writer.drain()
         return True, sent_tokens
-
-    def _content_delta(self, plan: Plan, sent_tokens: int, k: int) -> dict[str, Any]:
-        """The chat delta of an event of text tokens ``sent_tokens .. +k-1``."""
-        cfg = self.config
-        r = plan.reasoning_tokens
-        tags = cfg.reasoning_format if plan.chat and r and cfg.reasoning_format != "field" else None
-        text = "".join(token_text(plan, j, tags) for j in range(sent_tokens, sent_tokens + k))
-        end = sent_tokens + k
-        # An empty event (partial UTF-8) holds its text back for the next event of the same field.
-        more = end < plan.output_tokens and not (tags is None and r and end == r)
-        if more and cfg.empty_chunk_share and self._rng.random() < cfg.empty_chunk_share:
-            plan.held, text = plan.held + text, ""
-        else:
-            plan.held, text = "", plan.held + text
-        if plan.chat and tags is None and r:
-            return {"reasoning_content" if sent_tokens < r else "content": text}
-        return {"content": text} if plan.chat else {"text": text}
 
     # -- helpers ------------------------------------------------------------------------
     def _pick_fault(self, requested: str | None) -> str | None:

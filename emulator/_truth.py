@@ -22,6 +22,9 @@ class Truth:
     imposed_itl_s: float
     #: queued → a ``--max-num-seqs`` slot (vLLM's ``queue_time_ms``)
     queue_s: float = 0.0
+    #: arrival → the stream's first event, stamped as its write() returned (a chat stream's role announcement,
+    #: ``message_start``, ``response.created``: written as the request takes its slot); None: nothing streamed
+    ttfc_s: float | None = None
     #: arrival → the first token's event, stamped as its write() returned
     ttft_s: float | None = None
     #: arrival → just before that write(): with ``ttft_s`` it brackets when the first token left (a server
@@ -79,6 +82,7 @@ def truth_dict(t: Truth) -> dict[str, Any]:
         "imposed_ttft_s": t.imposed_ttft_s,
         "imposed_itl_s": t.imposed_itl_s,
         "queue_s": t.queue_s,
+        "ttfc_s": t.ttfc_s,
         "ttft_s": t.ttft_s,
         "ttft_before_write_s": t.ttft_before_write_s,
         "itl_s": t.itl_s,

@@ -50,6 +50,10 @@ def test_the_truth_times_the_chunks_that_carry_token_events(emulator: Callable[.
     assert sum(t["itl_s"]) == pytest.approx(times[-1] - times[0], abs=0.03)
     assert all(gap > 0.002 for gap in t["itl_s"])
     assert t["ttft_before_write_s"] <= t["ttft_s"] and t["prompt_sha"]
+    # The stream's first event (the role announcement, message_start, response.created) went out as the request
+    # took its slot, the first token the imposed 20 ms later: the truth times both, as the client saw them.
+    assert t["ttft_s"] - t["ttfc_s"] >= 0.02
+    assert t["ttft_s"] - t["ttfc_s"] == pytest.approx(times[0] - reply.chunks[0][0], abs=0.01)
 
 
 def test_metrics_count_every_apis_tokens_and_prefix_cache_hits(emulator: Callable[..., str]) -> None:
