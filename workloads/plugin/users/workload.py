@@ -22,6 +22,7 @@ import gevent.lock
 from locust import User, tag, task
 from locust.env import Environment
 from locust.exception import StopUser
+from locust.user.task import LOCUST_STATE_WAITING
 
 from ...client import CompletionRequest, LlmClient, TargetError, in_api
 from ...client.backoff import CAP_S, FIRST_S, Backoff
@@ -171,6 +172,17 @@ class LlmUser(User):
         super().__init__(*args, **kwargs)
         #: each connection's back-off after connection errors (one per target: an A/B twin has its own)
         self._backoffs: dict[LlmClient, Backoff] = {}
+        #: Locust chose to kill this user (stopped while it waited, or forced): it sends nothing more
+        self._killed = False
+
+    def stop(self, force: bool = False) -> bool:
+        """Locust's stop, less its race: a user stopped while it waits between sessions is killed on a later
+        turn of the event loop, and one whose wait ended in the same turn (a busy client) began a session
+        first and had its first request cancelled, even under ``--stop-timeout``. Once the kill is chosen,
+        :meth:`send_with` sends nothing: the user ends without a record."""
+        if force or self._state in (None, LOCUST_STATE_WAITING):
+            self._killed = True
+        return bool(super().stop(force))
 
     def on_start(self) -> None:
         """Open this user's connection and make sure the model is known."""
@@ -207,6 +219,8 @@ class LlmUser(User):
         """:meth:`send` on ``llm`` for ``model`` (an A/B twin's own connection and model)."""
         if model is None or llm is None:
             raise StopUser()  # the target is unusable (reported once in the log)
+        if self._killed:
+            raise gevent.GreenletExit()  # Locust's kill is on its way (see stop): no request is begun
         backoff = self._backoffs.get(llm)
         if backoff is None:
             backoff = self._backoffs[llm] = Backoff()
