@@ -19,11 +19,12 @@ if ! .venv-vllm/bin/python -c 'import opentelemetry.sdk, opentelemetry.exporter.
     'opentelemetry-exporter-otlp-proto-grpc>=1.27,<2'
 fi
 
-if ! command -v chromium >/dev/null 2>&1 || ! command -v tcpdump >/dev/null 2>&1; then
-  # Debian's Chromium for the report's browser test (Playwright drives it; no browser download), and
-  # tcpdump for the wire timing tests (a loopback capture; they run as root, as CI does).
+if ! command -v chromium >/dev/null 2>&1 || ! command -v tcpdump >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1; then
+  # Debian's Chromium for the report's browser test (Playwright drives it; no browser download),
+  # tcpdump for the wire timing tests (a loopback capture; they run as root, as CI does), and
+  # iproute2's ip for the multi-host test (master, workers and server in network namespaces, as root).
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
-  $SUDO apt-get update -q >/dev/null && $SUDO apt-get install -y -q chromium tcpdump >/dev/null
+  $SUDO apt-get update -q >/dev/null && $SUDO apt-get install -y -q chromium tcpdump iproute2 >/dev/null
 fi
 
 # The docs site (README.md is the front door, docs/ the reference): a broken link or anchor fails it.
