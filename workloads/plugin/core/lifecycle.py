@@ -26,7 +26,7 @@ from ..quality import probes
 from ..shapes import soak
 from ..users.workload import WorkloadUser, run_targets
 from ..web.webui import extend_web_ui
-from . import locust_compat, master_watch, otlp, shipping, until_conclusive, write_faults
+from . import arrivals, locust_compat, master_watch, otlp, shipping, until_conclusive, write_faults
 from .checks import (
     check_run_root,
     load_slo_spec_or_exit,
@@ -397,4 +397,5 @@ def install(event_hooks: Events | None = None) -> None:
     ev.report_to_master.add_listener(shipping.on_report_to_master)
     ev.worker_report.add_listener(shipping.on_worker_report)
     ev.heartbeat_sent.add_listener(shipping.on_heartbeat_sent)
+    arrivals.install(ev)  # one arrival schedule for the run's workers (open loop, trace replay)
     until_conclusive.install(ev)  # after _on_init and _on_test_start: the options checked, the run directory open

@@ -4,7 +4,8 @@
   ``--spawn-rate``): the classic ramp.
 * :class:`OpenLoopUser` — requests arrive at ``--arrival-rate`` per second (``--arrival
   constant`` or ``poisson``) whether or not earlier ones finished, so a slow server does not
-  slow the offered load (no coordinated omission). Each record's ``send_lag_s`` says how late
+  slow the offered load (no coordinated omission). The rate is the run's: a distributed run's
+  workers share one schedule (:mod:`..core.arrivals`). Each record's ``send_lag_s`` says how late
   the client sent it against its schedule. Requests go through the same :func:`send` path as
   closed-loop users' (the run's options, records, live stats).
 """
@@ -14,22 +15,26 @@ from __future__ import annotations
 import copy
 import itertools
 import random
+import sys
 import time
 import uuid
+import weakref
+from collections.abc import Iterator
 from typing import ClassVar
 
 import gevent
 from gevent.pool import Pool
 from locust import LoadTestShape, User, task
+from locust.env import Environment
 
 from ...client import CompletionRequest, LlmClient
 from ...rundir import ErrorCategory
-from ..core import locust_compat
+from ..core import arrivals, locust_compat
 from ..core.context import context, current_options
 from ..core.options import parse_steps
 from ..users.workload import resolve_model, run_client, run_targets, send
 
-__all__ = ["OpenLoopUser", "ScheduledSender", "StepShape", "parse_steps"]
+__all__ = ["OpenLoopUser", "ScheduledSender", "StepShape", "arrival_offsets", "parse_steps"]
 
 
 class StepShape(LoadTestShape):
@@ -66,6 +71,7 @@ class ScheduledSender(User):
     ``send_lag_s`` measured against the schedule."""
 
     abstract = True
+    one_per_process = True  # a distributed master spawns one per worker (core.arrivals)
     _max_in_flight: ClassVar[int] = 10_000
 
     def open_targets(self) -> None:
@@ -95,11 +101,28 @@ class ScheduledSender(User):
         else:
             client.close()
 
+    def announce(self) -> bool:
+        """Tell the master this process sends its share of the schedule (``False``: another user of this process
+        already does — Locust moved one here — and this one stays idle)."""
+        env = self.environment
+        if _SENDING.get(env) not in (None, self):
+            return False
+        _SENDING[env] = self
+        arrivals.sender_up(env)
+        return True
+
     def on_stop(self) -> None:
+        if _SENDING.get(self.environment) is self:
+            del _SENDING[self.environment]
+            arrivals.sender_down(self.environment)
         self.pool.kill(block=True, timeout=5)
         for clients in self.idle.values():
             for c in clients:
                 c.close()
+
+
+#: the scheduled sender of each process's environment (one sends; another Locust puts there idles)
+_SENDING: weakref.WeakKeyDictionary[Environment, ScheduledSender] = weakref.WeakKeyDictionary()
 
 
 class OpenLoopUser(ScheduledSender):
@@ -109,31 +132,47 @@ class OpenLoopUser(ScheduledSender):
     open_loop = True  # its workloads are all the weighted ones (checked at start-up)
 
     def on_start(self) -> None:
-        env = self.environment
-        self.ctx = context(env)
-        worker = locust_compat.worker_index(env.runner)
-        self.rng = random.Random(f"{self.ctx.options.seed}/open-loop/{worker}")
+        self.ctx = context(self.environment)
         self.open_targets()
         self._nonce = uuid.uuid4().hex[:12]
-        self._ids = itertools.count()
 
     @task
     def dispatch(self) -> None:
-        """Schedule arrivals forever (until the run stops)."""
+        """Send this process's share of the run's arrivals, forever (until the run stops)."""
+        env = self.environment
+        if not self.announce():
+            gevent.sleep(sys.float_info.max / 2)  # until the run stops this user
         opts = self.ctx.options
-        rate = opts.arrival_rate  # distributed runs: the rate is per worker process (documented)
         settings = self.ctx.workload_settings
         names = [n for n, s in settings.items() if s.weight > 0]
         weights = [settings[n].weight for n in names]
-        t0 = time.perf_counter()
-        next_t = 0.0
-        while True:
-            next_t += self.rng.expovariate(rate) if opts.poisson else 1.0 / rate
-            delay = t0 + next_t - time.perf_counter()
+        shares = arrivals.shares(env)
+        t0 = arrivals.schedule_zero(env)
+        zero = arrivals.zero_epoch(env, t0)
+        shared = locust_compat.is_worker(env.runner)  # its shares may change: decide each arrival late
+        for j, offset in enumerate(arrival_offsets(opts.arrival_rate, opts.poisson, opts.seed)):
+            scheduled = t0 + offset
+            if shared and (wait := scheduled - arrivals.DECIDE_S - time.perf_counter()) > 0:
+                gevent.sleep(wait)
+            if not shares.owns(j, zero + offset):
+                continue
+            delay = scheduled - time.perf_counter()
             if delay > 0:
                 gevent.sleep(delay)
-            workload = self.rng.choices(names, weights)[0]
-            req = self.ctx.builder(workload).next(self.rng)  # the first request of a new session
+            rng = random.Random(f"{opts.seed}/open-loop/{j}")  # arrival j's request, however many workers
+            req = self.ctx.builder(rng.choices(names, weights)[0]).next(rng)  # a new session's first request
             if len(self.targets) > 1:
-                req.request_id = f"{self._nonce}-{next(self._ids):x}"  # the twins' shared id
-            self.send_to_all(req, t0 + next_t)
+                req.request_id = f"{self._nonce}-{j:x}"  # the twins' shared id
+            self.send_to_all(req, scheduled)
+
+
+def arrival_offsets(rate: float, poisson: bool, seed: object) -> Iterator[float]:
+    """The run's arrival times, seconds from its zero: Poisson (exponential gaps drawn from the seed, the same on
+    every worker) or fixed-rate at ``rate`` per second."""
+    rng = random.Random(f"{seed}/arrivals")
+    if not poisson:
+        yield from (j / rate for j in itertools.count(1))
+    offset = 0.0
+    while True:
+        offset += rng.expovariate(rate)
+        yield offset

@@ -5,9 +5,10 @@ Mooncake JSONL trace (:mod:`workloads.traffic.trace`), builds each request a lit
 sends it at ``offset / --trace-speed`` after the replay's start, whether or not earlier ones finished.
 Each record's ``send_lag_s`` says how late it went against the trace (shown as for open loop), and its
 ``request_id`` ends with the trace line it replays. The run ends when the last request has finished (or at
-``-t``). Distributed: one user per worker (``--expect-workers N`` or ``--processes N``), worker i of n
-replays rows i, i+n, ... on one timeline (the master's start + 1 s, handed out with the options); the
-master ends the run when every worker has finished.
+``-t``). Distributed: one user per worker (``--expect-workers N`` or ``--processes N``) on one timeline (the
+master's start + 1 s, handed out with the options), the rows shared out as the run's one schedule
+(:mod:`..core.arrivals`: worker i of n replays rows i, i+n, ..., re-split when one is lost); the master ends
+the run when every worker still sending has finished.
 """
 
 from __future__ import annotations
@@ -29,35 +30,17 @@ from locust.event import Events
 from ...client import CompletionRequest, LlmClient
 from ...rundir import EXIT_RUN_FAILED
 from ...traffic.trace import TRACE_WORKLOAD, TraceError, TracePrompts, TraceRow, read_trace
-from ..core import locust_compat
+from ..core import arrivals, locust_compat
+from ..core.arrivals import ZERO_OPTION
 from ..core.context import context
 from .steps import ScheduledSender
 
-__all__ = ["ZERO_OPTION", "TraceUser", "install_trace", "worker_share"]
+__all__ = ["ZERO_OPTION", "TraceUser", "install_trace"]
 
 log = logging.getLogger("tokenstorm")
 
 #: a worker tells the master it has sent its share and every reply is in
 _DONE_MESSAGE = "tokenstorm_trace_done"
-#: the option (not a flag) by which a master hands its workers the replay's zero (epoch seconds)
-ZERO_OPTION = "trace_zero_epoch_s"
-#: seconds from a distributed run's start to its replay's zero: the workers' own start-up (their first
-#: requests would be late otherwise)
-_WORKERS_LEAD_S = 1.0
-
-
-def worker_share(rows: list[TraceRow], index: int, workers: int) -> list[TraceRow]:
-    """The rows worker ``index`` of ``workers`` replays: every ``workers``-th from its index."""
-    return rows[index :: max(1, workers)]
-
-
-def _expected_workers(environment: Environment) -> int:
-    opts = environment.parsed_options
-    return max(1, int(getattr(opts, "expect_workers", 1) or 1)) if not _local(environment) else 1
-
-
-def _local(environment: Environment) -> bool:
-    return not (locust_compat.is_worker(environment.runner) or locust_compat.is_master(environment.runner))
 
 
 def _end_run(environment: Environment) -> None:
@@ -75,7 +58,7 @@ def _end_run(environment: Environment) -> None:
 class TraceUser(ScheduledSender):
     """One per process: sends the trace's requests at their recorded times, never waiting for replies."""
 
-    fixed_count = 1  # the master of a distributed run makes it one per worker (install_trace)
+    fixed_count = 1  # the master of a distributed run makes it one per worker (core.arrivals)
     workload = TRACE_WORKLOAD
     trace_replay = True
     #: requests built ahead of their send time (each a prompt of up to the trace's longest)
@@ -98,16 +81,17 @@ class TraceUser(ScheduledSender):
             log.error("tokenstorm: %s", exc)
             env.process_exit_code = EXIT_RUN_FAILED
             return
-        workers = _expected_workers(env)
-        self.rows = worker_share(rows, locust_compat.worker_index(env.runner) % workers, workers)
+        self.rows = rows  # this process sends its share of them (core.arrivals)
         self.open_targets()
         self._nonce = uuid.uuid4().hex[:8]
-        log.info("tokenstorm: replaying %d of the trace's %d requests over %.1f s (--trace-speed %g)",
-                 len(self.rows), len(rows), rows[-1].offset_s / opts.trace_speed, opts.trace_speed)  # fmt: skip
+        log.info("tokenstorm: replaying the trace's %d requests over %.1f s (--trace-speed %g)",
+                 len(rows), rows[-1].offset_s / opts.trace_speed, opts.trace_speed)  # fmt: skip
 
     @task
     def replay(self) -> None:
         """Send every row of this process's share at its time, wait for the replies, end the run."""
+        if not self.announce():
+            gevent.sleep(sys.float_info.max / 2)  # another user of this process sends its share
         if self.rows:
             self._replay(self.ctx.options.trace_speed)
             self.pool.join()
@@ -115,28 +99,32 @@ class TraceUser(ScheduledSender):
         gevent.sleep(sys.float_info.max / 2)  # until the run stops this user
 
     def _replay(self, speed: float) -> None:
-        ahead: collections.deque[tuple[TraceRow, CompletionRequest]] = collections.deque()
-        rows = iter(self.rows)
-        t0 = time.perf_counter()
-        zero = getattr(self.environment.parsed_options, ZERO_OPTION, None)
-        if locust_compat.is_worker(self.environment.runner) and isinstance(zero, float):
-            t0 += zero - time.time()  # the master's zero, the same instant for every worker
+        env = self.environment
+        ahead: collections.deque[tuple[int, TraceRow, CompletionRequest]] = collections.deque()
+        t0 = arrivals.schedule_zero(env)
+        owned = _OwnedRows(self.rows, speed, t0, arrivals.zero_epoch(env, t0), arrivals.shares(env),
+                           shared=locust_compat.is_worker(env.runner))  # fmt: skip
 
         def build_until(deadline: float, most: int = self._ahead) -> None:
-            """Build upcoming requests while there is time (one at a time: streams are read in between)."""
+            """Build upcoming requests of this process's share while there is time (one at a time: streams are
+            read in between)."""
             while len(ahead) < most and time.perf_counter() < deadline:
-                row = next(rows, None)
-                if row is None:
+                got = owned.take()
+                if got is None:
                     return
-                ahead.append((row, self.prompts.request(row)))
+                ahead.append((*got, self.prompts.request(got[1])))
                 gevent.sleep(0)
 
         while True:
             if not ahead:
-                build_until(float("inf"), most=1)  # the next one only: it may be due now (none left: done)
-                if not ahead:
-                    return
-            row, req = ahead.popleft()
+                got = owned.take()
+                if got is None:
+                    if not owned.left:
+                        return
+                    gevent.sleep(max(0.0, owned.decidable_at() - time.perf_counter()))
+                    continue
+                ahead.append((*got, self.prompts.request(got[1])))
+            _j, row, req = ahead.popleft()
             scheduled = t0 + row.offset_s / speed
             build_until(scheduled - 0.002)
             delay = scheduled - time.perf_counter()
@@ -144,6 +132,37 @@ class TraceUser(ScheduledSender):
                 gevent.sleep(delay)
             req.request_id = f"trace-{self._nonce}-{row.line}"  # the trace line it replays (A/B twins share it)
             self.send_to_all(req, scheduled)
+
+
+class _OwnedRows:
+    """The trace's rows in order, this process's share of them: a row is decided (``arrivals.DECIDE_S`` before its
+    time on a worker, whose shares may change) and skipped when another worker's."""
+
+    def __init__(self, rows: list[TraceRow], speed: float, t0: float, zero_epoch: float, shares: arrivals.Shares,
+                 shared: bool) -> None:  # fmt: skip
+        self._rows, self._speed, self._t0, self._zero = rows, speed, t0, zero_epoch
+        self._shares, self._shared = shares, shared
+        self._next = 0
+
+    def decidable_at(self) -> float:
+        """When the next row can be decided (perf_counter)."""
+        return self._t0 + self._rows[self._next].offset_s / self._speed - arrivals.DECIDE_S
+
+    @property
+    def left(self) -> bool:
+        """Whether rows are left to decide."""
+        return self._next < len(self._rows)
+
+    def take(self) -> tuple[int, TraceRow] | None:
+        """The next row of this process's share; ``None`` when none is left or the next is not decidable yet."""
+        while self._next < len(self._rows):
+            if self._shared and time.perf_counter() < self.decidable_at():
+                return None
+            j, row = self._next, self._rows[self._next]
+            self._next += 1
+            if self._shares.owns(j, self._zero + row.offset_s / self._speed):
+                return j, row
+        return None
 
 
 def _check_trace(environment: Environment, **_kw: Any) -> None:
@@ -164,25 +183,29 @@ def _check_trace(environment: Environment, **_kw: Any) -> None:
     runner = environment.runner
     if not locust_compat.is_master(runner):
         return
-    workers = _expected_workers(environment)
-    TraceUser.fixed_count = workers
-    if int(getattr(opts, "num_users", 0) or 0) < workers:
-        opts.num_users = workers  # fixed-count users are spawned only up to the run's user count
-    opts.spawn_rate = max(float(getattr(opts, "spawn_rate", 1) or 1), float(workers))  # all within the lead
     finished: set[str] = set()
+    sending: list[list[str]] = [[]]  # the workers the master last shared the trace between
+
+    def check_done() -> None:
+        if sending[0] and finished >= set(sending[0]):
+            finished.clear()
+            sending[0] = []
+            _end_run(environment)
 
     def on_done(msg: Any, **_kw: Any) -> None:
         finished.add(str((msg.data or {}).get("worker", msg.node_id)))
-        if len(finished) >= workers:
-            finished.clear()
-            _end_run(environment)
+        check_done()
+
+    def on_senders(active: list[str]) -> None:
+        sending[0] = list(active)
+        check_done()  # a worker lost after the others finished: the run ends now
 
     def on_test_start(**_kw: Any) -> None:
         finished.clear()
-        # After tokenstorm's own test_start work, before the spawn messages that carry the options.
-        setattr(environment.parsed_options, ZERO_OPTION, time.time() + _WORKERS_LEAD_S)
+        sending[0] = []
 
     runner.register_message(_DONE_MESSAGE, on_done)  # type: ignore[union-attr]
+    arrivals.on_senders_change(environment, on_senders)
     environment.events.test_start.add_listener(on_test_start)
 
 
