@@ -6,14 +6,17 @@ pulled mid-run is named, what it shipped before is kept, and the run exits 4."""
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from subprocess import Popen
 
 import pytest
 
+from tests.conftest import ROOT
 from tests.lan import Host, Lan, lan, lan_unavailable
 from workloads.rundir import read_records
 
@@ -32,25 +35,11 @@ def net() -> Iterator[Lan]:
         yield made
 
 
-def _emulator(host: Host) -> subprocess.Popen[str]:
+def _emulator(host: Host) -> Popen[str]:
     """``python -m emulator`` listening on ``host``'s address (it ends when this process's pipe closes)."""
+    argv = [sys.executable, "-m", "emulator", "--host", host.address, "--port", str(EMULATOR_PORT)]
     proc = subprocess.Popen(
-        host.command(
-            [
-                sys.executable,
-                "-m",
-                "emulator",
-                "--host",
-                host.address,
-                "--port",
-                str(EMULATOR_PORT),
-                "--ttft-ms",
-                "30",
-                "--itl-ms",
-                "5",
-                "--exit-with-stdin",
-            ]
-        ),
+        host.command([*argv, "--ttft-ms", "30", "--itl-ms", "5", "--exit-with-stdin"]),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -62,24 +51,51 @@ def _emulator(host: Host) -> subprocess.Popen[str]:
     return proc
 
 
-def _start(host: Host, argv: list[str], cwd: Path) -> subprocess.Popen[str]:
+def _as_written(marker: str, values: dict[str, str]) -> list[str]:
+    """README's distributed command line that contains ``marker``, its comment dropped, with each word (a
+    placeholder, the locustfile) or option's value named in ``values`` replaced: the line a user copies."""
+    section = (ROOT / "README.md").read_text(encoding="utf-8").split("### Distributed", 1)[1]
+    (line,) = [line for line in section.split("```")[1].splitlines() if marker in line]
+    words = shlex.split(line, comments=True)
+    assert words[:2] == ["tokenstorm", "run"], line
+    assert set(values) <= set(words), f"README's line lacks {set(values) - set(words)}: {line}"
+    argv = [w if w.startswith("-") else values.get(w, w) for w in words]
+    for i, word in enumerate(words[:-1]):
+        if word.startswith("-") and word in values:
+            argv[i + 1] = values[word]
+    return [*TOKENSTORM, *argv[1:]]
+
+
+def _start(host: Host, argv: list[str], cwd: Path) -> Popen[str]:
     cwd.mkdir(parents=True, exist_ok=True)
     return subprocess.Popen(host.command(argv), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def _master(host: Host, emulator: Host, cwd: Path, options: str) -> subprocess.Popen[str]:
-    """A master started as README says, with ``options`` (the load, headless or the web UI) added."""
-    argv = [*TOKENSTORM, "run", "chat", "--master", "--expect-workers", "2", *options.split()]
+def _master(host: Host, emulator: Host, cwd: Path, users: int, run_time: str, *, web_ui: bool = False) -> Popen[str]:
+    """The master started with README's line for two workers, ``users`` and ``run_time`` against the emulator;
+    with ``web_ui``, its web UI starts the run (``--autostart``) instead of ``--headless``."""
     url = f"http://{emulator.address}:{EMULATOR_PORT}"
-    return _start(host, [*argv, "--host", url, "--run-dir", str(cwd / "runs"), *LOAD], cwd)
+    values = {
+        "mixed": "chat",
+        "--expect-workers": "2",
+        "-u": str(users),
+        "-r": str(users),
+        "-t": run_time,
+        "--host": url,
+    }
+    argv = _as_written("--master ", values)
+    if web_ui:
+        at = argv.index("--headless")
+        argv[at : at + 1] = ["--autostart", "--autoquit", "0"]
+    return _start(host, [*argv, "--run-dir", str(cwd / "runs"), *LOAD], cwd)
 
 
-def _worker(host: Host, master: Host, cwd: Path) -> subprocess.Popen[str]:
-    """A worker started as README says: the locustfile and the master's address, nothing else."""
-    return _start(host, [*TOKENSTORM, "run", "chat", "--worker", "--master-host", master.address], cwd)
+def _worker(host: Host, master: Host, cwd: Path) -> Popen[str]:
+    """A worker started with README's line: the locustfile and the master's address, nothing else."""
+    return _start(host, _as_written("--worker", {"mixed": "chat", "MASTER_HOST": master.address}), cwd)
 
 
-def _stop(procs: list[subprocess.Popen[str]]) -> None:
+def _stop(procs: list[Popen[str]]) -> None:
     for proc in procs:
         if proc.poll() is None:
             proc.kill()
@@ -100,7 +116,7 @@ def test_two_workers_on_other_hosts_ship_every_record_and_show_in_the_web_ui(net
     procs = [_emulator(emu)]
     try:
         # The web UI (on the master's loopback, as tokenstorm binds it) starts the run once both workers are in.
-        master = _master(master_host, emu, tmp_path, "--autostart --autoquit 0 -u 4 -r 4 -t 8s")
+        master = _master(master_host, emu, tmp_path, 4, "8s", web_ui=True)
         procs.append(master)
         procs += [_worker(h, master_host, tmp_path / h.namespace) for h in worker_hosts]
         listed: list[dict] = []
@@ -132,7 +148,7 @@ def test_a_worker_cut_off_mid_run_is_named_and_its_shipped_records_kept(net: Lan
     kept, cut = net.add_host("w1", 12), net.add_host("w2", 13)
     procs = [_emulator(emu)]
     try:
-        master = _master(master_host, emu, tmp_path, "--headless -u 6 -r 6 -t 20s")
+        master = _master(master_host, emu, tmp_path, 6, "20s")
         procs.append(master)
         kept_worker = _worker(kept, master_host, tmp_path / "kept")
         cut_worker = _worker(cut, master_host, tmp_path / "cut")
