@@ -13,13 +13,11 @@
 from __future__ import annotations
 
 import copy
-import itertools
 import random
 import sys
 import time
 import uuid
 import weakref
-from collections.abc import Iterator
 from typing import ClassVar
 
 import gevent
@@ -29,12 +27,13 @@ from locust.env import Environment
 
 from ...client import CompletionRequest, LlmClient
 from ...rundir import ErrorCategory
+from ...traffic.arrivals import arrival_offsets
 from ..core import arrivals, locust_compat
 from ..core.context import context, current_options
 from ..core.options import parse_steps
 from ..users.workload import resolve_model, run_client, run_targets, send
 
-__all__ = ["OpenLoopUser", "ScheduledSender", "StepShape", "arrival_offsets", "parse_steps"]
+__all__ = ["OpenLoopUser", "ScheduledSender", "StepShape", "parse_steps"]
 
 
 class StepShape(LoadTestShape):
@@ -161,18 +160,5 @@ class OpenLoopUser(ScheduledSender):
                 gevent.sleep(delay)
             rng = random.Random(f"{opts.seed}/open-loop/{j}")  # arrival j's request, however many workers
             req = self.ctx.builder(rng.choices(names, weights)[0]).next(rng)  # a new session's first request
-            if len(self.targets) > 1:
-                req.request_id = f"{self._nonce}-{j:x}"  # the twins' shared id
+            req.request_id = f"{self._nonce}-{j:x}"  # arrival j of the run (A/B: the twins' shared id)
             self.send_to_all(req, scheduled)
-
-
-def arrival_offsets(rate: float, poisson: bool, seed: object) -> Iterator[float]:
-    """The run's arrival times, seconds from its zero: Poisson (exponential gaps drawn from the seed, the same on
-    every worker) or fixed-rate at ``rate`` per second."""
-    rng = random.Random(f"{seed}/arrivals")
-    if not poisson:
-        yield from (j / rate for j in itertools.count(1))
-    offset = 0.0
-    while True:
-        offset += rng.expovariate(rate)
-        yield offset
