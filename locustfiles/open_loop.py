@@ -5,7 +5,7 @@
 
 The mix follows the workload weights (--weights, --workload-file). Each record's send_lag_s
 says how late the client sent it against its schedule (coordinated omission made visible).
-Distributed runs: --arrival-rate is per worker process.
+Distributed runs: --arrival-rate is the run's total; the workers share one schedule, re-split when one is lost.
 """
 
 from workloads.plugin import OpenLoopUser, install

@@ -137,7 +137,7 @@ WORKLOADS = Topic("Workloads & traffic", (
 SHAPES = Topic("Load shapes", (
     Flag("--warmup", "Time at the start marked as warm-up (not judged); shorter than the run", "0", duration=True),
     Flag("--steps", "Step shape: USERSxDURATION,... e.g. 8x60,16x60,32x2m"),
-    Flag("--arrival-rate", "Open loop: requests per second (per worker process in distributed runs)", 1.0, float),
+    Flag("--arrival-rate", "Open loop: requests per second (the run's total, shared by its workers)", 1.0, float),
     Flag("--arrival", "Open-loop arrivals", "poisson", choices=("poisson", "constant")),
     Flag("--capacity-start", "Capacity search: first step's users", 4, int),
     Flag("--capacity-step", "Capacity search: users added per step", 4, int),
