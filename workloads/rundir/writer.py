@@ -18,6 +18,7 @@ from .faults import AppendFile, WriteFailed
 from .procs import child_env
 from .records import TailedWriter
 from .segments import BATCH_ROWS, SCHEMA, compact_segments, numbered_segments, rows_to_batch
+from .wire import batch_rows
 
 __all__ = ["SegmentWriter"]
 
@@ -84,6 +85,35 @@ class SegmentWriter(TailedWriter):
                 self._write_buffer()  # small steps: a pause of ~1 ms, never one of 10+ ms, in a timing process
                 if self._sink is not None and self._sink.pending_bytes >= self.PUSH_BYTES:
                     self._push()
+
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        """Append records already in the segment format (a worker's shipped batch) as they are: none of
+        them is decoded (unless a tail, a load shape's live judge, reads rows)."""
+        if not batch.num_rows:
+            return
+        if self._tails:
+            self._feed_tails(batch_rows(batch))
+        with self._lock:
+            if self.failure is not None:
+                self.lost += batch.num_rows
+                return
+            self.count += batch.num_rows
+            self._write_buffer()  # rows taken before it go first
+            if self._stream is None:
+                self._open()
+            assert self._sink is not None  # opened with the stream
+            self._stream.write_batch(batch)
+            self._sink.mark(batch.num_rows)
+            self._seg_rows += batch.num_rows
+            self._unpushed_rows += batch.num_rows
+            if self._closed:  # a straggler after the run ended (a worker's last report): kept, as Parquet
+                self._flush_locked()
+                self._close_segment()
+                self._compact()
+            elif time.monotonic() - self._last_flush >= self._flush_interval_s:
+                self._flush_locked()
+            elif self._sink.pending_bytes >= self.PUSH_BYTES:
+                self._push()
 
     def flush(self) -> None:
         """Write what is buffered as one batch and push it to the OS."""

@@ -8,12 +8,10 @@ so the master's run directory holds every request of a distributed run.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
 import socket
-import threading
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -21,11 +19,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import orjson
+import pyarrow as pa
 from locust.env import Environment
 
 from ...rundir import REQUESTS_FILE, SEGMENTS_DIR, RecordWriter, RequestRecord, RunMeta, write_run_meta
 from ...rundir.meta import versions
 from ...rundir.secrets import authorization_header, secret_forms, split_credentials
+from ...rundir.wire import OutboxBatches, batch_rows
 from ...traffic import MODELS, TrafficModel
 from ...traffic.checks import FailedAnswers
 from ...traffic.checks.worker import CheckProcess
@@ -229,8 +230,7 @@ class RunContext:
     progress: Any = None
     #: the closing block and verdict, kept for Locust's ``quit`` event in a headless run (after its error report)
     closing_lines: list[tuple[int, str]] = field(default_factory=list)
-    _outbox: list[str] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _outbox: OutboxBatches = field(default_factory=OutboxBatches)
 
     def start(self, root: Path, label: str) -> Path:
         """Open a fresh run directory and record writer (local or master only)."""
@@ -269,12 +269,10 @@ class RunContext:
                 log.error("tokenstorm: BUG — request %s breaks the timing invariant (%s); please report it",
                           record.request_id, record.timing_violation)  # fmt: skip
         if self.is_worker:
-            line = record.to_json()
-            with self._lock:
-                self._outbox.append(line)
+            self._outbox.add(record.as_row())
             return
         row = record.as_row()
-        self._account(series_key(row), record.output_tokens or 0, record.worker_id)
+        self.account(series_key(row), record.output_tokens or 0, record.worker_id)
         if self.metrics is not None:
             self.metrics.observe(row)
         self.live.observe(row)
@@ -284,34 +282,24 @@ class RunContext:
             self.writer.write_rows([row])
 
     def take_outbox(self) -> list[str]:
-        """Hand over the records queued on a worker since the last report."""
-        with self._lock:
-            batch, self._outbox = self._outbox, []
-        return batch
+        """Hand over the records queued on a worker since the last report, as ``requests.jsonl`` lines."""
+        return [orjson.dumps(row).decode() for batch in self._outbox.take() for row in batch_rows(batch)]
 
-    def receive(self, lines: list[str]) -> None:
-        """Store a batch of records a worker sent to the master."""
-        rows = []
-        for line in lines:
-            try:
-                data = json.loads(line)
-            except ValueError:
-                continue
-            rows.append(data)
-            self._account(series_key(data), int(data.get("output_tokens") or 0), str(data.get("worker_id")))
-            if self.metrics is not None:
-                self.metrics.observe(data)
-            self.live.observe(data)
-            self.outcomes.add(data)
-            self.server_timing.observe(data)
-        if self.writer is not None:
-            self.writer.write_rows(rows)
+    def take_outbox_batches(self) -> list[pa.RecordBatch]:
+        """Hand over the records queued on a worker since the last report, as segment-format batches."""
+        return self._outbox.take()
 
-    def _account(self, workload: str, tokens: int, worker_id: str) -> None:
+    def account(self, workload: str, tokens: int, worker_id: str) -> None:
+        """Count a stored record's output tokens, workload (its series) and load generator."""
         self.token_rate.add(tokens)
-        self.token_rate_by_workload.setdefault(workload, TokenRate()).add(tokens)
+        self.account_group(workload, tokens, 1)
         self.workers_seen.add(worker_id)
-        self.requests_by_workload[workload] = self.requests_by_workload.get(workload, 0) + 1
+
+    def account_group(self, workload: str, tokens: int, requests: int) -> None:
+        """Count ``requests`` stored records of one series and their output tokens (the run's own token rate
+        and its load generators are counted by the caller)."""
+        self.token_rate_by_workload.setdefault(workload, TokenRate()).add(tokens)
+        self.requests_by_workload[workload] = self.requests_by_workload.get(workload, 0) + requests
 
     def flush(self) -> None:
         """Push buffered records to disk."""

@@ -35,6 +35,7 @@ from .context import context
 
 __all__ = [
     "LOST_MASTER_AFTER_S",
+    "RECORDS_KEY",
     "disarm_fork_hook",
     "install_fork_hook",
     "records_held",
@@ -43,6 +44,9 @@ __all__ = [
 ]
 
 log = logging.getLogger("tokenstorm")
+
+#: the report's field that carries a worker's records (an Arrow IPC stream: ``workloads.rundir.wire``)
+RECORDS_KEY = "tokenstorm_batch"
 
 #: A worker whose users run and that has heard nothing from its master for this long stops (Locust's
 #: master answers every heartbeat, one a second, and marks a worker missing after ~4 s of silence). Not
@@ -165,15 +169,11 @@ def _last_records(environment: Environment, **_kw: Any) -> None:
         return
     data: dict[str, Any] = {}
     environment.events.report_to_master.fire(client_id=locust_compat.worker_client_id(runner), data=data)
-    if data.get("tokenstorm_records"):  # none left when the master's quit message took the last report
+    if data.get(RECORDS_KEY):  # none left when the master's quit message took the last report
         try:
             runner.send_message("stats", data)
         except Exception as exc:  # RPCError: Locust's own retries failed; what was taken is lost
-            log.error(
-                "tokenstorm: the last %d request records could not be sent to the master (%s)",
-                len(data["tokenstorm_records"]),
-                exc,
-            )
+            log.error("tokenstorm: the last request records could not be sent to the master (%s)", exc)
 
 
 def save_unsent_records(environment: Environment) -> None:

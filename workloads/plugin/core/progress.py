@@ -62,6 +62,12 @@ class Outcomes:
             if not row.get("ok"):
                 self.failed[str(category or "error")] += 1
 
+    def add_counts(self, requests: int, failed: Counter[str]) -> None:
+        """Count ``requests`` records (none cancelled), ``failed`` of them by category (a shipped batch's)."""
+        with self._lock:
+            self.requests += requests
+            self.failed.update(failed)
+
     def reset(self) -> None:
         """Forget everything (a new run started)."""
         with self._lock:

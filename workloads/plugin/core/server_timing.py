@@ -5,7 +5,7 @@ The records' server parts (``server_queue_s``, ``server_ttft_s``, ``server_decod
 ``--enable-per-request-metrics``. When the first :data:`SAMPLE` successful streamed answers of a run carry none —
 or a shorter run's every one — the master (or a local runner) says so once, naming the flag, and the other way
 (``--otlp-port``: its spans). Not said when ``--otlp-port`` is on: the spans may fill the parts after the run.
-Records from ``--processes`` workers count as they reach the master (``RunContext.receive``).
+Records from workers count as they reach the master (:mod:`.ingest`).
 """
 
 from __future__ import annotations
@@ -43,6 +43,11 @@ class ServerTimingHint:
         named instead of vLLM's."""
         self._armed, self._streamed, self.said = armed, 0, None
         self._how = (_BUILT_IN if built_in else _EMULATOR) if simulated else _VLLM
+
+    @property
+    def watching(self) -> bool:
+        """Still looking at the run's records (none had server timing yet, nothing said)."""
+        return self._armed
 
     def observe(self, row: dict[str, Any]) -> None:
         """Look at one record (``RequestRecord`` fields, as written); says the line at the :data:`SAMPLE`-th

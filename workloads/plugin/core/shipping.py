@@ -1,5 +1,5 @@
-"""Distributed runs: workers ship their records (and how well they kept time) to the master with
-each stats report; the master stores them and, at the end, waits for every live worker's last batch.
+"""Distributed runs: workers ship their records (as Arrow batches) and how well they kept time to the master
+with each stats report; the master stores them and, at the end, waits for every live worker's last batch.
 
 Locust's ``report_to_master`` / ``worker_report`` events carry the data; its
 ``heartbeat_sent`` event (the master answering a worker's heartbeat) says when each worker
@@ -16,7 +16,8 @@ import gevent
 from locust.env import Environment
 
 from ...client.clock import MIN_INTERVAL_S, ClockProbe
-from . import locust_compat, master_watch
+from ...rundir.wire import RecordsRefused, decode_records, encode_records
+from . import ingest, locust_compat, master_watch
 from .context import RunContext, context
 
 __all__ = ["on_heartbeat_sent", "on_report_to_master", "on_worker_report", "remember_environment",
@@ -26,6 +27,8 @@ log = logging.getLogger("tokenstorm")
 
 #: The environment of each role in this process (Locust fires report events without one).
 _ENVIRONMENTS: dict[str, Environment] = {}
+#: workers whose records were refused (said once each)
+_REFUSED: set[str] = set()
 #: A worker's clock probe, started at each of its test starts (its first report covers the run only).
 _PROBES: dict[str, ClockProbe] = {}
 
@@ -57,7 +60,7 @@ def on_report_to_master(client_id: str, data: dict[str, Any], **_kw: Any) -> Non
         return
     # A master silent for a while may be gone, and a report sent to it lost: its records wait for the next.
     held = master_watch.records_held()
-    data["tokenstorm_records"] = [] if held else context(env).take_outbox()
+    data[master_watch.RECORDS_KEY] = b"" if held else encode_records(context(env).take_outbox_batches())
     runner = env.runner
     # 0 once the worker's users are all stopped: this report then carries its last records. A report whose
     # records are held says no count: the master waits for the one that carries them.
@@ -84,9 +87,19 @@ def on_worker_report(client_id: str, data: dict[str, Any], **_kw: Any) -> None:
                                        for k, v in clock.items()}  # fmt: skip
     if data.get("tokenstorm_users") == 0 and ctx.stopping:
         ctx.flushed_workers.add(worker)
-    lines = data.get("tokenstorm_records")
+    payload = data.get(master_watch.RECORDS_KEY)
+    if payload:
+        try:
+            batch = decode_records(payload)
+        except RecordsRefused as exc:
+            if worker not in _REFUSED:
+                _REFUSED.add(worker)
+                log.error("tokenstorm: worker %s: %s; its records are not stored", worker, exc)
+            return
+        ingest.receive_batch(ctx, batch)
+    lines = data.get("tokenstorm_records")  # a worker of an older tokenstorm: JSON lines
     if lines:
-        ctx.receive(lines)
+        ingest.receive_lines(ctx, lines)
 
 
 def on_heartbeat_sent(client_id: str, timestamp: float, **_kw: Any) -> None:

@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -40,6 +42,7 @@ from ...rundir.series import (
     TOOL_CALLS,
     USERS,
 )
+from ...rundir.wire import itl_gaps_s, null_filled
 
 __all__ = ["FIELDS", "HISTOGRAMS", "LATENCY_BUCKETS_S", "SERVER_HISTOGRAMS", "ClientMetrics", "serve"]
 
@@ -78,6 +81,13 @@ class _Hist:
             # le semantics: a value equal to a bound counts in that bucket
             self.counts += np.bincount(np.searchsorted(_BOUNDS, arr, side="left"), minlength=len(self.counts))
             self.total += float(arr.sum())
+
+    def add_weighted(self, values: np.ndarray, times: np.ndarray) -> None:
+        """Each of ``values`` observed its ``times`` times (requests' mean gaps, once per gap)."""
+        if values.size:
+            index = np.searchsorted(_BOUNDS, values, side="left")
+            self.counts += np.bincount(index, weights=times, minlength=len(self.counts)).astype(np.int64)
+            self.total += float((values * times).sum())
 
     def add_repeated(self, value: float, times: int) -> None:
         """``value`` observed ``times`` times (a request's mean gap, once per gap)."""
@@ -136,6 +146,80 @@ class ClientMetrics(Collector):
                     hist = self._hists[(name, workload)] = _Hist()
                 hist.add(value if isinstance(value, list) else [value])
             self._count_server_timing(workload, record)
+
+    def observe_batch(self, batch: pa.RecordBatch) -> None:
+        """Count a shipped batch of records (:mod:`workloads.rundir.wire`) — what :meth:`observe` does for each
+        record, from the batch's columns."""
+        warm = null_filled(batch, "warmup", False).astype(bool)
+        if warm.any():
+            batch = batch.filter(pa.array(~warm))
+        if not batch.num_rows:
+            return
+        workload = pc.fill_null(batch.column("workload"), "").dictionary_encode()
+        names, wi = workload.dictionary.to_pylist(), workload.indices.to_numpy().astype(np.int64)
+        category = pc.fill_null(batch.column("error_category"), "").dictionary_encode()
+        cats, ci = category.dictionary.to_pylist(), category.indices.to_numpy().astype(np.int64)
+        ok = null_filled(batch, "ok", False).astype(bool)
+        cancelled = np.asarray(cats, dtype=object)[ci] == "cancelled" if cats else np.zeros(len(ok), dtype=bool)
+        outcome = np.where(ok, 0, np.where(cancelled, 2, 1))
+        codes, counts = np.unique((wi * 3 + outcome) * len(cats) + ci, return_counts=True)
+        with self._lock:
+            for code, n in zip(codes.tolist(), counts.tolist(), strict=True):
+                w, rest = divmod(code, 3 * len(cats))
+                key = (names[w], _OUTCOMES[rest // len(cats)], str(cats[rest % len(cats)]))
+                self._requests[key] = self._requests.get(key, 0.0) + n
+            for w, name in enumerate(names):
+                mine = (wi == w) & ok
+                if mine.any():
+                    self._count_ok_batch(name, batch, mine)
+
+    def _count_ok_batch(self, workload: str, batch: pa.RecordBatch, mine: np.ndarray) -> None:
+        """:meth:`ClientMetrics.observe`'s counts of a batch's successful records of ``workload`` (``mine``)."""
+        tokens_ok = float(null_filled(batch, "output_tokens", 0)[mine].sum())
+        self._tokens[workload] = self._tokens.get(workload, 0.0) + tokens_ok
+        prompt = null_filled(batch, "prompt_tokens", 0)[mine].astype(np.float64)
+        cached = _floats(batch, "cached_tokens")[mine]
+        unreported = np.isnan(cached)
+        parts = {}
+        if unreported.any():
+            parts["unreported"] = float(prompt[unreported].sum())
+        if not unreported.all():
+            hit = np.minimum(cached[~unreported], prompt[~unreported])
+            parts["hit"] = float(hit.sum())
+            parts["miss"] = float(np.maximum(0.0, prompt[~unreported] - cached[~unreported]).sum())
+        for cache, n in parts.items():
+            self._prompt[(workload, cache)] = self._prompt.get((workload, cache), 0.0) + n
+        results = pc.filter(batch.column("check_results"), pa.array(mine))
+        for item in pc.value_counts(results).to_pylist():  # "needle:pass,script:fail": few distinct ones
+            for part in str(item["values"] or "").split(",") if item["values"] else ():
+                name, _, result = part.rpartition(":")
+                if name:
+                    key = (workload, name, "pass" if result == "pass" else "fail")
+                    self._checks[key] = self._checks.get(key, 0.0) + item["counts"]
+        calls = null_filled(batch, "tool_calls", 0)[mine].astype(np.float64)
+        if calls.any():
+            self._tool_calls[workload] = self._tool_calls.get(workload, 0.0) + float(calls.sum())
+            tokens = null_filled(batch, "tool_call_tokens", 0)[mine][calls != 0].astype(np.float64)
+            self._tool_tokens[workload] = self._tool_tokens.get(workload, 0.0) + float(tokens.sum())
+        for name, (field, _help) in HISTOGRAMS.items():
+            if field == "itl_gaps_s":
+                offsets, gaps = itl_gaps_s(batch)
+                values = gaps[np.repeat(mine, np.diff(offsets))]
+            else:
+                values = _floats(batch, field)[mine]
+                values = values[~np.isnan(values)]
+            if values.size:
+                self._hists.setdefault((name, workload), _Hist()).add(values)
+        target = pc.fill_null(batch.column("target"), "").to_numpy(zero_copy_only=False)[mine]
+        times_itl = null_filled(batch, "output_tokens", 0)[mine].astype(np.int64) - 1
+        for name, (field, _help) in SERVER_HISTOGRAMS.items():
+            values = _floats(batch, field)[mine]
+            times = times_itl if name == SERVER_ITL else np.ones(len(values), dtype=np.int64)
+            use = ~np.isnan(values) & (times >= 1)
+            for t in np.unique(target[use]).tolist():
+                pick = use & (target == t)
+                hist = self._server.setdefault((name, workload, str(t)), _Hist())
+                hist.add_weighted(values[pick], times[pick])
 
     def _count_prompt(self, workload: str, record: dict[str, Any]) -> None:
         """A successful request's prompt tokens, split by what the server found in its prefix cache."""
@@ -222,6 +306,14 @@ class ClientMetrics(Collector):
             for worker, pct in sorted(self._cpu().items()):
                 cpu.add_metric([worker], pct)
             yield cpu
+
+
+_OUTCOMES = ("ok", "error", "cancelled")
+
+
+def _floats(batch: pa.RecordBatch, name: str) -> np.ndarray:
+    """Column ``name`` as float64, nulls as NaN."""
+    return np.asarray(pc.fill_null(pc.cast(batch.column(name), pa.float64()), np.nan), dtype=np.float64)
 
 
 def _buckets(counts: Any) -> list[tuple[str, float]]:

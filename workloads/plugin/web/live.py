@@ -1,9 +1,9 @@
 """The web UI's live view, kept in memory: a rolling window of the newest records and the points
 of the LLM charts (the GPU and vLLM samples: :mod:`.server_history`).
 
-The master (or a local runner) hands every record it stores to :class:`LiveWindow` — from
-``RunContext.emit`` and ``receive``, so workers' records count too — and nothing is read back
-from the run directory. Every ``POINT_EVERY_S`` seconds a point per workload sums up the
+The master (or a local runner) hands every record it stores to :class:`LiveWindow` — a local runner's one
+by one from ``RunContext.emit``, a worker's shipped batch as columns (:mod:`.live_chunks`) — and nothing is
+read back from the run directory. Every ``POINT_EVERY_S`` seconds a point per workload sums up the
 ``POINT_WINDOW_S`` seconds before it (the window of Locust's own "current" figures): TTFT, E2E
 and TPOT p50/p95 and ITL p50/p99 of successful requests (numpy's linear percentiles, as the reports),
 output tokens/s, errors/s and requests/s. A point is made ``SETTLE_S`` after its time, so the
@@ -27,8 +27,9 @@ import threading
 import time
 from array import array
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -43,6 +44,7 @@ from ...rundir import (
     LoadSample,
     RunMeta,
 )
+from .live_chunks import Chunk, GapPieces, add_chunk, joined, sampled_gaps
 
 __all__ = [
     "FIDELITY_LABEL",
@@ -106,7 +108,8 @@ class LiveWindow:
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
         self._lock = threading.Lock()
-        self._records: deque[_Done] = deque(maxlen=MAX_RECORDS)
+        self._records: deque[_Done | Chunk] = deque()  # in arrival order: records one by one, or batches
+        self._count = 0  # records in the window
         self._times: list[float] = []
         self._series: dict[str, dict[str, list[float | None]]] = {}
         self._every_s = POINT_EVERY_S
@@ -117,6 +120,7 @@ class LiveWindow:
         now = self._clock() if now is None else now
         with self._lock:
             self._records.clear()
+            self._count = 0
             self._times, self._series, self._every_s = [], {}, POINT_EVERY_S
             self._next_t = math.ceil(now / POINT_EVERY_S) * POINT_EVERY_S
 
@@ -130,9 +134,23 @@ class LiveWindow:
         done = _Done(start + float(row.get("done_s") or row.get("e2e_s") or 0.0), slim)
         with self._lock:
             self._records.append(done)
+            self._count += 1
             key = series_key(row)
             if key not in self._series:  # (not setdefault: its default would be built for every record)
                 self._series[key] = {k: [None] * len(self._times) for k in LLM_SERIES}
+            self._advance(self._clock())
+
+    def observe_batch(self, batch: Any, keys: list[str], groups: Any) -> None:
+        """Keep a shipped batch's records (cancelled ones are no result) as columns; ``keys`` are its chart
+        lines and ``groups`` each record's index among them (``ingest.series_groups``)."""
+        chunk = Chunk(batch, keys, groups, _KEEP)
+        with self._lock:
+            if len(chunk):
+                self._records.append(chunk)
+                self._count += len(chunk)
+                for key in {keys[g] for g in np.unique(chunk.group)}:
+                    if key not in self._series:
+                        self._series[key] = {k: [None] * len(self._times) for k in LLM_SERIES}
             self._advance(self._clock())
 
     def advance(self, now: float | None = None) -> None:
@@ -163,13 +181,15 @@ class LiveWindow:
         lo, gaps = self._clock() - window_s, 0
         out: list[dict[str, Any]] = []
         with self._lock:
-            for d in reversed(self._records):
-                if d.end_epoch_s <= lo:
+            for item in reversed(self._records):
+                for row in _newest_first(item, lo):
+                    gaps += len(row()["itl_gaps_s"])
+                    if len(out) >= max_requests or (out and gaps > max_gaps):
+                        break
+                    out.append(row())
+                else:
                     continue
-                gaps += len(d.row["itl_gaps_s"])
-                if len(out) >= max_requests or (out and gaps > max_gaps):
-                    break
-                out.append(d.row)
+                break
         out.reverse()
         return out
 
@@ -181,17 +201,22 @@ class LiveWindow:
         while self._next_t + SETTLE_S <= now:
             self._add_point(self._next_t)
             self._next_t += self._every_s
-        while self._records and self._records[0].end_epoch_s < now - KEEP_S:
-            self._records.popleft()
+        while self._records and (_newest(self._records[0]) < now - KEEP_S or self._count > MAX_RECORDS):
+            old = self._records.popleft()
+            self._count -= len(old) if isinstance(old, Chunk) else 1
 
     def _add_point(self, t: float) -> None:
         lo = t - POINT_WINDOW_S
-        ttft: dict[str, list[float]] = {}
-        e2e: dict[str, list[float]] = {}
-        tpot: dict[str, list[float]] = {}
+        ttft: dict[str, list[Any]] = {}  # workload -> floats (records one by one) and arrays (batches)
+        e2e: dict[str, list[Any]] = {}
+        tpot: dict[str, list[Any]] = {}
         itl: dict[str, list[array[float]]] = {}
+        pieces: dict[str, GapPieces] = {}
         counts: dict[str, list[float]] = {}  # workload -> [requests, errors, output tokens]
         for d in self._records:
+            if isinstance(d, Chunk):
+                add_chunk(d, lo, t, (ttft, e2e, tpot), pieces, counts)
+                continue
             if not lo < d.end_epoch_s <= t:
                 continue
             row = d.row
@@ -209,19 +234,23 @@ class LiveWindow:
             if row["tpot_s"] is not None:
                 tpot.setdefault(w, []).append(float(row["tpot_s"]))
             itl.setdefault(w, []).append(row["itl_gaps_s"])
+        for w, arrays in itl.items():
+            lengths = np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays))
+            pieces.setdefault(w, GapPieces()).add(np.concatenate([np.frombuffer(a) for a in arrays]), lengths)
+        ttft_v, e2e_v, tpot_v = joined(ttft), joined(e2e), joined(tpot)
         self._times.append(t)
         for w, series in self._series.items():
-            gaps = _sampled_gaps(itl.get(w, []))
+            gaps = sampled_gaps(pieces.get(w), POINT_MAX_GAPS)
             requests, errors, tokens = counts.get(w, (0.0, 0.0, 0.0))
             point = {
-                "ttft_p50_ms": _ms(percentile(ttft.get(w, ()), 50)),
-                "ttft_p95_ms": _ms(percentile(ttft.get(w, ()), 95)),
+                "ttft_p50_ms": _ms(percentile(ttft_v.get(w, ()), 50)),
+                "ttft_p95_ms": _ms(percentile(ttft_v.get(w, ()), 95)),
                 "itl_p50_ms": _ms(percentile(gaps, 50)),
                 "itl_p99_ms": _ms(percentile(gaps, 99)),
-                "e2e_p50_ms": _ms(percentile(e2e.get(w, ()), 50)),
-                "e2e_p95_ms": _ms(percentile(e2e.get(w, ()), 95)),
-                "tpot_p50_ms": _ms(percentile(tpot.get(w, ()), 50)),
-                "tpot_p95_ms": _ms(percentile(tpot.get(w, ()), 95)),
+                "e2e_p50_ms": _ms(percentile(e2e_v.get(w, ()), 50)),
+                "e2e_p95_ms": _ms(percentile(e2e_v.get(w, ()), 95)),
+                "tpot_p50_ms": _ms(percentile(tpot_v.get(w, ()), 50)),
+                "tpot_p95_ms": _ms(percentile(tpot_v.get(w, ()), 95)),
                 "tokens_per_s": round(tokens / POINT_WINDOW_S, 2),
                 "errors_per_s": round(errors / POINT_WINDOW_S, 3),
                 "requests_per_s": round(requests / POINT_WINDOW_S, 3),
@@ -237,14 +266,16 @@ class LiveWindow:
             self._next_t = self._times[-1] + self._every_s
 
 
-def _sampled_gaps(arrays: list[array[float]]) -> np.ndarray:
-    """A point's ITL gaps — every one, or an even stride of each request's when there are more than
-    :data:`POINT_MAX_GAPS` (a point is made in the event loop that reads the streams: it must stay cheap)."""
-    total = sum(len(a) for a in arrays)
-    if not total:
-        return np.zeros(0)
-    step = max(1, math.ceil(total / POINT_MAX_GAPS))
-    return np.concatenate([np.frombuffer(a)[::step] for a in arrays])
+def _newest(item: _Done | Chunk) -> float:
+    return item.newest_end_s if isinstance(item, Chunk) else item.end_epoch_s
+
+
+def _newest_first(item: _Done | Chunk, lo: float) -> Iterator[Callable[[], dict[str, Any]]]:
+    """The records of ``item`` that ended after ``lo``, newest arrival first: each a call that makes its row."""
+    if isinstance(item, Chunk):
+        yield from (partial(item.row, int(i)) for i in np.flatnonzero(item.end > lo)[::-1])
+    elif item.end_epoch_s > lo:
+        yield partial(getattr, item, "row")
 
 
 def series_key(row: dict[str, Any]) -> str:
