@@ -148,14 +148,15 @@ def test_a_worker_cut_off_mid_run_is_named_and_its_shipped_records_kept(net: Lan
     kept, cut = net.add_host("w1", 12), net.add_host("w2", 13)
     procs = [_emulator(emu)]
     try:
-        master = _master(master_host, emu, tmp_path, 6, "20s")
+        master = _master(master_host, emu, tmp_path, 6, "24s")
         procs.append(master)
         kept_worker = _worker(kept, master_host, tmp_path / "kept")
         cut_worker = _worker(cut, master_host, tmp_path / "cut")
         procs += [kept_worker, cut_worker]
         _load_seen(emu, 20)  # both workers connected (the run waits for them) and sending
-        time.sleep(6)  # several record batches shipped: ~8 s into the 20 s run
+        time.sleep(4)  # several record batches shipped: ~10 s into the 24 s run
         net.cut(cut)
+        cut_epoch_s = time.time()
         out, _ = master.communicate(timeout=90)
         cut_out, _ = cut_worker.communicate(timeout=60)
     finally:
@@ -172,7 +173,9 @@ def test_a_worker_cut_off_mid_run_is_named_and_its_shipped_records_kept(net: Lan
     records = [r.as_row() for r in read_records(run_dir)]
     from_lost = [r for r in records if r["worker_id"] == lost_id]
     lost = meta["workers_lost"][lost_id]
+    assert cut_epoch_s < lost["detected_epoch_s"] < cut_epoch_s + 15, (cut_epoch_s, lost)
     assert len(from_lost) > 0  # what it shipped before the cut is kept
-    assert max(r["start_epoch_s"] for r in from_lost) <= lost["detected_epoch_s"]
+    assert max(r["start_epoch_s"] for r in from_lost) < cut_epoch_s
+    # The other worker carried the run on to its end.
     others = [r for r in records if r["worker_id"] != lost_id]
-    assert others and max(r["start_epoch_s"] for r in others) > lost["detected_epoch_s"] + 3  # the other went on
+    assert others and max(r["start_epoch_s"] for r in others) > cut_epoch_s + 5
