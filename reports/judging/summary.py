@@ -22,6 +22,7 @@ from reports.judging.breakdown import breakdown_figures
 from reports.judging.confidence import headline_intervals, run_confidence
 from reports.judging.fidelity import UNTRUSTED, Fidelity, evaluate_fidelity
 from reports.judging.figures import accounting, achieved_concurrency, length_figures
+from reports.judging.offered import offered_load
 from reports.judging.quality import consistency_block, quality_summary
 from reports.judging.slo import SloResult, goodput, gpu_count, judged_mask, run_window_s
 from reports.judging.slo import gpu_cost_per_hour as run_gpu_cost
@@ -156,6 +157,7 @@ def _block(run: RunData, spec: SloSpec, mask: np.ndarray, gpus: int, price: floa
     if lags.size:  # open-loop runs: how late requests left against their schedule
         block["p99_send_lag_ms"] = float(np.percentile(lags, 99) * 1000)
         block["max_send_lag_ms"] = float(lags.max() * 1000)
+        block.update(offered_load(selected(df, "start_epoch_s", mask), selected(df, "send_lag_s", mask)))
     for name, col in _METRICS:
         values = run.itl_values(ok) if col == "itl" else selected(df, col, ok)
         block.update(metric_block(values, name))

@@ -220,6 +220,10 @@ def console_block(summary: RunSummary) -> list[str]:
         f"{overall.get('total_output_tokens', 0):,} output"
     )
     lines.append(f"achieved concurrency {overall.get('achieved_concurrency', 0.0):.2f} (mean requests in flight)")
+    if (offered := overall.get("offered_rate")) is not None:
+        cv = overall.get("arrival_cv", 0.0)
+        said = f"offered {offered:.1f} req/s (when each request was due), inter-arrival CV {cv:.2f}"
+        lines.append(f"{said} (Poisson 1, fixed rate 0)")
     # As the report says them: the records accounted for, and the window every rate above covers.
     lines.append(accounting_text(overall))
     lines.append(

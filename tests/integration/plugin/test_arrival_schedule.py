@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from tests.conftest import LOCUST, ROOT, free_port
 from workloads.rundir import read_records
@@ -34,8 +36,23 @@ def _arrival(record: dict[str, Any]) -> int:
 
 
 def test_two_workers_send_the_runs_poisson_schedule_each_arrival_once(locust_runner) -> None:  # type: ignore[no-untyped-def]
-    run = locust_runner("open_loop.py", "--processes", "2", "--arrival-rate", "200", "--arrival", "poisson",
-                        "-t", "12s", "--max-tokens", "4", "--confidence", "0", "--emulator-args", FAST)  # fmt: skip
+    run = locust_runner(
+        "open_loop.py",
+        "--processes",
+        "2",
+        "--arrival-rate",
+        "200",
+        "--arrival",
+        "poisson",
+        "-t",
+        "12s",
+        "--max-tokens",
+        "4",
+        "--confidence",
+        "0",
+        "--emulator-args",
+        FAST,
+    )
     assert run.returncode in (0, 5), run.output[-3000:]  # 5: a busy machine's client read late (said, not hidden)
     records = run.records()
     by_worker = {w: len(list(rs)) for w, rs in itertools.groupby(sorted(r["worker_id"] for r in records))}
@@ -51,15 +68,35 @@ def test_two_workers_send_the_runs_poisson_schedule_each_arrival_once(locust_run
     errors = np.array([due[j] - due[first] - (schedule[j] - schedule[first]) for j in sorted(due)])
     assert np.median(np.abs(errors)) < 0.001, np.percentile(np.abs(errors), [50, 99, 100])
     # What the server saw: 200 req/s (within 2%), Poisson (inter-arrival CV within 0.1 of 1).
-    times = _scheduled(records)
+    times = _scheduled([r for r in records if r["error_category"] != "cancelled" and not r["warmup"]])  # judged
     gaps = np.diff(times)
     rate, cv = len(gaps) / (times[-1] - times[0]), gaps.std() / gaps.mean()
     assert abs(rate - 200) <= 4 and abs(cv - 1) <= 0.1, (rate, cv)
+    # The run says so: summary.json and the closing block carry the same figures the records give.
+    summary = json.loads((run.run_dir / "summary.json").read_text())
+    assert summary["offered_rate"] == pytest.approx(rate, rel=1e-6) and summary["arrival_cv"] == pytest.approx(cv)
+    said = re.search(r"offered (\d+\.\d) req/s \(when each request was due\), inter-arrival CV (\d\.\d\d)", run.output)
+    assert said and float(said[1]) == round(rate, 1) and float(said[2]) == round(cv, 2), run.output[-2000:]
 
 
 def test_two_workers_interleave_a_fixed_rate(locust_runner) -> None:  # type: ignore[no-untyped-def]
-    run = locust_runner("open_loop.py", "--processes", "2", "--arrival-rate", "50", "--arrival", "constant",
-                        "-t", "8s", "--max-tokens", "4", "--confidence", "0", "--emulator-args", FAST)  # fmt: skip
+    run = locust_runner(
+        "open_loop.py",
+        "--processes",
+        "2",
+        "--arrival-rate",
+        "50",
+        "--arrival",
+        "constant",
+        "-t",
+        "8s",
+        "--max-tokens",
+        "4",
+        "--confidence",
+        "0",
+        "--emulator-args",
+        FAST,
+    )
     assert run.returncode in (0, 5), run.output[-3000:]
     records = sorted(run.records(), key=_arrival)
     sent = [_arrival(r) for r in records]
@@ -75,17 +112,52 @@ def test_two_workers_interleave_a_fixed_rate(locust_runner) -> None:  # type: ig
 def test_a_lost_workers_arrivals_go_to_the_worker_left(tmp_path: Path) -> None:
     port = free_port()
     locustfile = str(ROOT / "locustfiles" / "open_loop.py")
-    common = ["-f", locustfile, "--arrival-rate", "60", "--arrival", "constant", "--max-tokens", "4",
-              "--confidence", "0"]  # fmt: skip
+    common = [
+        "-f",
+        locustfile,
+        "--arrival-rate",
+        "60",
+        "--arrival",
+        "constant",
+        "--max-tokens",
+        "4",
+        "--confidence",
+        "0",
+    ]
     master = subprocess.Popen(
-        [*LOCUST, *common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-         "--expect-workers", "2", "--headless", "-t", "24s", "--only-summary", "--run-dir", str(tmp_path / "runs"),
-         "--emulator-args", FAST],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    workers = [subprocess.Popen([*LOCUST, *common, "--worker", "--master-host", "127.0.0.1", "--master-port",
-                                 str(port)], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-               for _ in range(2)]  # fmt: skip
+        [
+            *LOCUST,
+            *common,
+            "--master",
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            str(port),
+            "--expect-workers",
+            "2",
+            "--headless",
+            "-t",
+            "24s",
+            "--only-summary",
+            "--run-dir",
+            str(tmp_path / "runs"),
+            "--emulator-args",
+            FAST,
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    workers = [
+        subprocess.Popen(
+            [*LOCUST, *common, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(2)
+    ]
     try:
         time.sleep(13)  # started, connected, sending their halves, records shipped
         os.kill(workers[0].pid, signal.SIGKILL)

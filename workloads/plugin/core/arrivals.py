@@ -30,8 +30,19 @@ from locust.event import Events
 
 from . import locust_compat
 
-__all__ = ["DECIDE_S", "LEAD_S", "ZERO_OPTION", "Share", "Shares", "install", "on_senders_change",
-           "schedule_zero", "sender_down", "sender_up", "shares"]  # fmt: skip
+__all__ = [
+    "DECIDE_S",
+    "LEAD_S",
+    "ZERO_OPTION",
+    "Share",
+    "Shares",
+    "install",
+    "on_senders_change",
+    "schedule_zero",
+    "sender_down",
+    "sender_up",
+    "shares",
+]
 
 log = logging.getLogger("tokenstorm")
 
@@ -185,8 +196,12 @@ class _Coordinator:
         if not self.active and len(active) < expected and isinstance(zero, float) and time.time() < zero:
             return  # the first shares once every expected sender is up (or the schedule has begun)
         if self.active:
-            log.warning("tokenstorm: %d worker(s) send the run's arrivals now (were %d): each sends 1/%d of them",
-                        len(active), len(self.active), max(1, len(active)))  # fmt: skip
+            log.warning(
+                "tokenstorm: %d worker(s) send the run's arrivals now (were %d): each sends 1/%d of them",
+                len(active),
+                len(self.active),
+                max(1, len(active)),
+            )
         self.active = active
         start = time.time() + LEAD_S
         for rank, worker in enumerate(active):

@@ -1,7 +1,6 @@
-"""The run's lifecycle, as Locust event listeners: options and files checked at start-up, the
-built-in emulator when no host is given, the run directory opened at test start, the outputs
-built and the exit code set at the end. :func:`install` registers everything (idempotent).
-"""
+"""The run's lifecycle, as Locust event listeners: options and files checked at start-up, the built-in emulator
+when no host is given, the run directory opened at test start, the outputs built and the exit code set at the end.
+:func:`install` registers everything (idempotent)."""
 
 from __future__ import annotations
 

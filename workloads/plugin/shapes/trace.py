@@ -84,8 +84,12 @@ class TraceUser(ScheduledSender):
         self.rows = rows  # this process sends its share of them (core.arrivals)
         self.open_targets()
         self._nonce = uuid.uuid4().hex[:8]
-        log.info("tokenstorm: replaying the trace's %d requests over %.1f s (--trace-speed %g)",
-                 len(rows), rows[-1].offset_s / opts.trace_speed, opts.trace_speed)  # fmt: skip
+        log.info(
+            "tokenstorm: replaying the trace's %d requests over %.1f s (--trace-speed %g)",
+            len(rows),
+            rows[-1].offset_s / opts.trace_speed,
+            opts.trace_speed,
+        )
 
     @task
     def replay(self) -> None:
@@ -102,8 +106,14 @@ class TraceUser(ScheduledSender):
         env = self.environment
         ahead: collections.deque[tuple[int, TraceRow, CompletionRequest]] = collections.deque()
         t0 = arrivals.schedule_zero(env)
-        owned = _OwnedRows(self.rows, speed, t0, arrivals.zero_epoch(env, t0), arrivals.shares(env),
-                           shared=locust_compat.is_worker(env.runner))  # fmt: skip
+        owned = _OwnedRows(
+            self.rows,
+            speed,
+            t0,
+            arrivals.zero_epoch(env, t0),
+            arrivals.shares(env),
+            shared=locust_compat.is_worker(env.runner),
+        )
 
         def build_until(deadline: float, most: int = self._ahead) -> None:
             """Build upcoming requests of this process's share while there is time (one at a time: streams are
@@ -138,8 +148,9 @@ class _OwnedRows:
     """The trace's rows in order, this process's share of them: a row is decided (``arrivals.DECIDE_S`` before its
     time on a worker, whose shares may change) and skipped when another worker's."""
 
-    def __init__(self, rows: list[TraceRow], speed: float, t0: float, zero_epoch: float, shares: arrivals.Shares,
-                 shared: bool) -> None:  # fmt: skip
+    def __init__(
+        self, rows: list[TraceRow], speed: float, t0: float, zero_epoch: float, shares: arrivals.Shares, shared: bool
+    ) -> None:
         self._rows, self._speed, self._t0, self._zero = rows, speed, t0, zero_epoch
         self._shares, self._shared = shares, shared
         self._next = 0
