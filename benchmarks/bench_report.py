@@ -1,13 +1,15 @@
 """Report scale: build report.html/junit/summary from millions of request records on one core.
 
     .venv/bin/python benchmarks/bench_report.py [--records 20000000] [--itl-per-request 64]
-        [--format parquet|jsonl]
+        [--format parquet|jsonl] [--run-dir DIR]
 
 Writes a synthetic run directory (two workloads, 2% failures, realistic ITL lists, 1 GPU
 sampled at 1 Hz, server metrics at 1 Hz) in the records format asked for (``parquet``: the
 segments a run writes by default, 100,000 records each; ``jsonl``: 0.1's ``requests.jsonl``),
 then times ``build_report`` in a fresh process pinned to one core and prints its wall time and
-peak RSS. Targets (issue #11): 20 million records in < 3 min and < 2 GB.
+peak RSS. Targets (issue #11): 20 million records in < 3 min and < 2 GB; 5 million < 700 MiB (issue #32).
+``--run-dir DIR`` keeps the synthetic run there and reuses it when it is already written (two versions of
+the report side by side on the same records: ``--child DIR`` of each checkout).
 """
 
 from __future__ import annotations
@@ -147,6 +149,7 @@ def main() -> None:
     p.add_argument("--records", type=int, default=1_000_000)
     p.add_argument("--itl-per-request", type=int, default=64)
     p.add_argument("--format", choices=("parquet", "jsonl"), default="parquet")
+    p.add_argument("--run-dir", type=Path, help="keep the synthetic run here; reuse it if already written")
     p.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
@@ -171,14 +174,15 @@ def main() -> None:
         return
     sys.path.insert(0, str(ROOT))
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR", "/tmp")) as tmp:
-        run = Path(tmp) / "run"
-        t0 = time.perf_counter()
-        write_run(run, args.records, args.itl_per_request, args.format)
-        size = sum(p.stat().st_size for p in run.rglob("*") if p.is_file() and "requests" in str(p)) / 1e6
-        print(
-            f"report: wrote {args.records:,} records ({size:,.0f} MB {args.format}, {size * 1e6 / args.records:.0f} "
-            f"B/record) in {time.perf_counter() - t0:.0f} s"
-        )
+        run = args.run_dir or Path(tmp) / "run"
+        if not (run / "run.json").is_file():  # written last: a run dir with it is complete
+            t0 = time.perf_counter()
+            write_run(run, args.records, args.itl_per_request, args.format)
+            size = sum(p.stat().st_size for p in run.rglob("*") if p.is_file() and "requests" in str(p)) / 1e6
+            print(
+                f"report: wrote {args.records:,} records ({size:,.0f} MB {args.format}, "
+                f"{size * 1e6 / args.records:.0f} B/record) in {time.perf_counter() - t0:.0f} s"
+            )
         subprocess.run([sys.executable, __file__, "--records", str(args.records), "--child", str(run)], check=True)
 
 

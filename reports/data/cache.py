@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reports.data.columns import selected
+from reports.data.columns import chunks
 from reports.data.rundir import RunData
 
 __all__ = ["chosen_rate", "counter_increase", "hit_rate_bins", "records_cache", "server_cache", "server_cache_bins"]
@@ -34,10 +34,24 @@ def records_cache(run: RunData, ok: np.ndarray) -> dict[str, Any]:
     df = run.requests
     if df.empty or "cached_tokens" not in df:
         return _records_block(0, 0.0, 0.0)
-    cached = selected(df, "cached_tokens", ok)
-    prompt = selected(df, "prompt_tokens", ok)
-    reported = ~np.isnan(cached) & ~np.isnan(prompt)
-    return _records_block(int(reported.sum()), float(cached[reported].sum()), float(prompt[reported].sum()))
+    n, cached_sum, prompt_sum = 0, 0.0, 0.0
+    for cached, prompt in _reported_slices(df, ok):  # whole numbers: the sum is exact in any order
+        n += cached.size
+        cached_sum += float(cached.sum())
+        prompt_sum += float(prompt.sum())
+    return _records_block(n, cached_sum, prompt_sum)
+
+
+def _reported_slices(df: pd.DataFrame, rows: np.ndarray, *extra: str) -> Any:
+    """Per slice of a million rows: cached and prompt tokens (float64), then ``extra`` columns, of the ``rows``
+    whose response reported both — a slice's temporaries, never the whole run's."""
+    names = ("cached_tokens", "prompt_tokens", *extra)
+    columns = [df[name].to_numpy() for name in names]  # views
+    for p in chunks(len(df)):
+        picked = [np.asarray(c[p][rows[p]], dtype=np.float64) for c in columns]
+        reported = ~np.isnan(picked[0]) & ~np.isnan(picked[1])
+        if reported.any():
+            yield [v[reported] for v in picked]
 
 
 def _records_block(n: int, cached: float, prompt: float) -> dict[str, Any]:
@@ -116,14 +130,13 @@ def hit_rate_bins(run: RunData, t0: float, edges: np.ndarray, rows: np.ndarray) 
     df = run.requests
     if df.empty or "cached_tokens" not in df:
         return None
-    cached = selected(df, "cached_tokens", rows)
-    prompt = selected(df, "prompt_tokens", rows)
-    reported = ~np.isnan(cached) & ~np.isnan(prompt)
-    if not reported.any():
+    hit, asked, seen = np.zeros(len(edges) - 1), np.zeros(len(edges) - 1), False
+    for cached, prompt, start in _reported_slices(df, rows, "start_epoch_s"):
+        seen = True
+        hit += np.histogram(start - t0, bins=edges, weights=cached)[0]
+        asked += np.histogram(start - t0, bins=edges, weights=prompt)[0]
+    if not seen:
         return None
-    start = selected(df, "start_epoch_s", rows)[reported] - t0
-    hit = np.histogram(start, bins=edges, weights=cached[reported])[0]
-    asked = np.histogram(start, bins=edges, weights=prompt[reported])[0]
     with np.errstate(invalid="ignore", divide="ignore"):
         out: np.ndarray = np.where(asked > 0, hit / np.where(asked > 0, asked, 1), np.nan)
     return out

@@ -29,7 +29,7 @@ def workloads_in(df: Any, mask: np.ndarray) -> list[str]:
 def masked_sum(df: Any, col: str, mask: np.ndarray) -> float:
     """Sum of column ``col`` over the rows in ``mask``, missing values as 0 — without copying rows."""
     values = df[col].to_numpy(dtype=float, na_value=np.nan) if df[col].dtype.kind != "f" else df[col].to_numpy()
-    return float(np.sum(values, where=mask & ~np.isnan(values)))
+    return float(np.sum(values, where=mask & ~np.isnan(values), dtype=np.float64))  # float32 counts: no 2**24 cap
 
 
 def chunks(n: int) -> Any:

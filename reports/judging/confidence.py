@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from reports.data.columns import dropped_nan, selected
+from reports.data.columns import chunks, dropped_nan, selected
 from reports.data.rundir import RunData
 from reports.judging import intervals as iv
 from reports.judging.intervals import DEFAULT_CONFIDENCE, Interval
@@ -84,11 +84,11 @@ def clusters_of(run: RunData, mask: np.ndarray) -> np.ndarray | None:
     df = run.requests
     if "session_id" not in df.columns:
         return None
-    keys = np.asarray(df["session_id"].to_numpy(dtype=np.int64, na_value=-1)[mask])
+    column = np.asarray(df["session_id"].to_numpy(dtype=np.int64, na_value=-1))  # a view of the keys
+    if not any(np.any(column[p][mask[p]] >= 0) for p in chunks(len(column))):
+        return None  # no sessions: no copy of the keys
+    keys: np.ndarray = column[mask]  # a copy
     alone = keys < 0
-    if alone.all():
-        return None
-    keys = keys.copy()
     keys[alone] = -2 - np.arange(int(alone.sum()), dtype=np.int64)  # a record without a session stands alone
     return keys
 

@@ -304,8 +304,8 @@ def _share(x: float) -> str:
 
 def _floats(df: pd.DataFrame, col: str) -> np.ndarray:
     column = df[col]
-    if column.dtype.kind == "f":
-        return np.asarray(column.to_numpy())
+    if column.dtype.kind == "f":  # a float64 column as it is (a view); counts stored as float32 widened
+        return np.asarray(column.to_numpy(), dtype=np.float64)
     return np.asarray(column.to_numpy(dtype=float, na_value=np.nan))
 
 

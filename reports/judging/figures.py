@@ -62,7 +62,7 @@ def length_figures(run: RunData, ok: np.ndarray) -> dict[str, Any]:
             out.update({f"p{p}_{col}": None for p in LENGTH_PERCENTILES})
             out[f"max_{col}"] = out[f"mean_{col}"] = None
             continue
-        qs = np.percentile(values, LENGTH_PERCENTILES)
+        qs = np.percentile(values, LENGTH_PERCENTILES, overwrite_input=True)  # our copy: sorted in place
         out.update({f"p{p}_{col}": float(q) for p, q in zip(LENGTH_PERCENTILES, qs, strict=True)})
         out[f"max_{col}"] = float(values.max())
         out[f"mean_{col}"] = float(values.mean())

@@ -35,11 +35,12 @@ it holds the true figure 95 times in 100. The methods, in plain words:
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 from scipy import optimize, special, stats
 
-from reports.data.columns import selected
+from reports.data.columns import dropped_nan, selected
 from reports.data.rundir import RunData
 from reports.judging.interval_changes import (
     change_interval_pct,
@@ -172,9 +173,10 @@ def itl_design_effect(run_itl_column: ItlSource | None, mask: np.ndarray, q_pct:
     hist = run_itl_column.histogram(mask)
     if hist.size == 0:
         return 1.0
-    estimate_s = float(hist.percentiles([q_pct])[0])
-    counts, below = run_itl_column.gap_counts(mask, estimate_s)
-    return _design_effect(below.astype(np.float64), counts.astype(np.float64))
+    clusters = _ClusterShares()
+    for _, counts, below in run_itl_column.gap_count_batches(mask, float(hist.percentiles([q_pct])[0])):
+        clusters.add(below, counts)
+    return clusters.design_effect()
 
 
 def proportion_interval(k: int, n: int, confidence: float, deff: float = 1.0) -> Interval:
@@ -263,14 +265,53 @@ def run_itl_design_effect(run: RunData, ok: np.ndarray, hist: ItlHistogram, q_pc
     gaps. One pass over the gaps."""
     if run.itl is None or hist.size == 0:
         return 1.0
-    counts, below = run.itl.gap_counts(ok, float(hist.percentiles([q_pct])[0]))
-    per_request = _design_effect(below.astype(float), counts.astype(float))
-    start = run.requests["start_epoch_s"].to_numpy(dtype=float)[ok]
-    e2e = selected(run.requests, "e2e_s", ok)
-    if not start.size or np.isnan(e2e).all():
-        return per_request
-    window = max(1.0, float(np.nanmedian(e2e)))
-    moment = ((start - start.min()) // window).astype(np.int64)
-    grouped_counts = np.bincount(moment, weights=counts.astype(float))
-    grouped_below = np.bincount(moment, weights=below.astype(float))
-    return max(per_request, _design_effect(grouped_below, grouped_counts))
+    e2e = dropped_nan(selected(run.requests, "e2e_s", ok))
+    # the median in place (numpy.nanmedian's, without its copy); none: the gaps of one request a cluster only
+    window = max(1.0, float(np.median(e2e, overwrite_input=True))) if e2e.size else None
+    del e2e
+    start = run.requests["start_epoch_s"].to_numpy(dtype=float)  # a view
+    firsts = [np.min(start[i : i + CHUNK], where=ok[i : i + CHUNK], initial=np.inf) for i in range(0, ok.size, CHUNK)]
+    t0 = float(min(firsts, default=np.inf))
+    per_request = _ClusterShares()
+    grouped_counts, grouped_below = np.zeros(0), np.zeros(0)
+    for rows, counts, below in run.itl.gap_count_batches(ok, float(hist.percentiles([q_pct])[0])):
+        per_request.add(below, counts)
+        if window is None or not rows.size:
+            continue
+        moment = ((start[rows] - t0) // window).astype(np.int64)
+        size = max(grouped_counts.size, int(moment.max()) + 1)
+        grouped_counts = np.pad(grouped_counts, (0, size - grouped_counts.size))
+        grouped_below = np.pad(grouped_below, (0, size - grouped_below.size))
+        grouped_counts += np.bincount(moment, weights=counts.astype(float), minlength=size)
+        grouped_below += np.bincount(moment, weights=below.astype(float), minlength=size)
+    if window is None:
+        return per_request.design_effect()
+    return max(per_request.design_effect(), _design_effect(grouped_below, grouped_counts))
+
+
+class _ClusterShares:
+    """:func:`_design_effect` of clusters met a batch at a time: exact integer sums, no array per cluster."""
+
+    def __init__(self) -> None:
+        self.g = self.below = self.total = self.below_sq = self.cross = self.total_sq = 0
+
+    def add(self, below: np.ndarray, counts: np.ndarray) -> None:
+        """Clusters with ``counts`` samples each, ``below`` of them below the estimate (int64 arrays)."""
+        b, c = below.astype(np.int64), counts.astype(np.int64)
+        self.g += int(np.count_nonzero(c))
+        self.below += int(b.sum())
+        self.total += int(c.sum())
+        # Python ints: the squares of a batch fit int64 (a cluster below 3e9 samples), their sum over a run need not
+        self.below_sq += int(np.dot(b, b))
+        self.cross += int(np.dot(b, c))
+        self.total_sq += int(np.dot(c, c))
+
+    def design_effect(self) -> float:
+        """Woodruff's, as :func:`_design_effect`: sum((b - p c)^2) expanded, in exact rationals."""
+        g, total = self.g, self.total
+        if g < 2 or not 0 < self.below < total:
+            return 1.0
+        p = Fraction(self.below, total)
+        resid_sq = self.below_sq - 2 * p * self.cross + p * p * self.total_sq
+        var_cluster = Fraction(g, g - 1) * resid_sq / total**2
+        return max(1.0, float(var_cluster / (p * (1 - p) / total)))

@@ -63,7 +63,7 @@ def valid_quality_metric(metric: str) -> str | None:
 def _codes(col: pd.Series) -> tuple[np.ndarray, list[str]]:
     if not isinstance(col.dtype, pd.CategoricalDtype):
         col = col.astype("category")
-    return np.asarray(col.cat.codes, dtype=np.int64), [str(c) for c in col.cat.categories]
+    return np.asarray(col.cat.codes), [str(c) for c in col.cat.categories]  # int8 codes for a few: a byte a row
 
 
 def _parsed(results: str) -> dict[str, bool]:
@@ -88,7 +88,7 @@ def check_status(df: pd.DataFrame, check: str | None = None) -> np.ndarray:
     else:
         lut = [int(_parsed(c)[check]) if check in _parsed(c) else -1 for c in categories]
     table = np.array([*lut, -1], dtype=np.int8)  # code -1 (none) reads the last entry
-    out: np.ndarray = table[np.where(codes >= 0, codes, len(lut))]
+    out: np.ndarray = table[codes]
     return out
 
 

@@ -74,7 +74,7 @@ def second_clock(requests: pd.DataFrame, sel: np.ndarray) -> SecondClock | None:
         return None
     residual = _itl_residual(requests)
     late = (
-        np.asarray(requests["ttft_late"].fillna(False).astype(bool), dtype=bool)
+        np.asarray(requests["ttft_late"].fillna(0).astype(bool), dtype=bool)
         if "ttft_late" in requests
         else np.zeros(len(requests), dtype=bool)
     )
@@ -186,6 +186,6 @@ def _ms(x: float | None) -> str:
 
 def _floats(df: pd.DataFrame, col: str) -> np.ndarray:
     column = df[col]
-    if column.dtype.kind == "f":
-        return np.asarray(column.to_numpy())
+    if column.dtype.kind == "f":  # a float64 column as it is (a view); counts stored as float32 widened
+        return np.asarray(column.to_numpy(), dtype=np.float64)
     return np.asarray(column.to_numpy(dtype=float, na_value=np.nan))

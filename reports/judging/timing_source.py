@@ -168,7 +168,7 @@ def server_timed(run: RunData, mask: np.ndarray) -> ServerTimedRun:
     queue, prefill, decode, itl, overhead = (
         col(c) for c in ("server_queue_s", "server_ttft_s", "server_decode_s", "server_itl_s", "overhead_s")
     )
-    late = df["ttft_late"].fillna(False).astype(bool).to_numpy() if "ttft_late" in df.columns else np.zeros(n, bool)
+    late = df["ttft_late"].fillna(0).astype(bool).to_numpy() if "ttft_late" in df.columns else np.zeros(n, bool)
     on_time = np.asarray(mask, dtype=bool) & ~late & ~np.isnan(overhead)
     names = df["workload"].astype(object).to_numpy() if "workload" in df.columns else np.full(n, "", dtype=object)
 

@@ -100,7 +100,7 @@ def _request_charts(run: RunData, t0: float, shown: np.ndarray, edges: np.ndarra
     ok = shown & df["ok"].fillna(False).astype(bool).to_numpy()
     failed = shown & ~df["ok"].fillna(False).astype(bool).to_numpy()
     groups = [(f" {t}", target_mask(run, t)) for t in target_labels(run)] or [("", np.ones(len(df), dtype=bool))]
-    tokens = df["output_tokens"].to_numpy(dtype=float)
+    tokens = df["output_tokens"].to_numpy()  # as stored (float32 counts): widened a slice at a time
     latency: list[Series] = []
     throughput: list[Series] = []
     errors: list[Series] = []
@@ -122,7 +122,7 @@ def _request_charts(run: RunData, t0: float, shown: np.ndarray, edges: np.ndarra
         for p in chunks(len(df)):
             sel = sel_all[p]
             end = start[p][sel] + np.nan_to_num(e2e[p][sel]) - t0
-            out += np.histogram(end, bins=edges, weights=np.nan_to_num(tokens[p][sel]))[0]
+            out += np.histogram(end, bins=edges, weights=np.nan_to_num(tokens[p][sel].astype(np.float64)))[0]
         throughput.append(series(f"output tok/s{suffix}", mids, out / width_s))
         bad = failed & within
         if bad.any():

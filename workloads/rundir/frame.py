@@ -1,15 +1,11 @@
 """Request records as a table for reports, in memory bounded by the run's request count alone.
 
 :func:`read_requests_frame` gives one pandas row per request with the scalar columns a report
-reads (strings as categoricals, a session id as a 63-bit key, the HTTP status as float32: ~135 bytes a
-request, so 20 million requests fit in ~2.7 GB) and an :class:`ItlSource` for the inter-token gaps, which are never
-all in memory at once: a report asks for the ITL distribution of a set of requests and gets an
-:class:`ItlHistogram`, built by streaming the segments' gap column once.
+reads (strings as categoricals, a session id as a 63-bit key, counts and the HTTP status as float32, a
+column no record fills as one shared value: ~55 bytes a request for a plain chat run, so 20 million
+requests fit in ~1.1 GB) and an :class:`ItlSource` for the inter-token gaps, which are never all in memory at
+once (see :mod:`.itl`).
 
-The histogram counts whole microseconds exactly below 2**20 µs (1.05 s) and in buckets of
-0.01% relative width above, so its percentiles equal numpy's (linear interpolation) on the
-recorded gaps below a second and are within 0.01% above; mean, standard deviation and max are
-exact.
 """
 
 from __future__ import annotations
@@ -28,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
+from .itl import ItlHistogram, ItlSource
 from .meta import REQUESTS_FILE
 from .reading import iter_batches
 from .segments import ITL_COLUMN, SCHEMA, SEGMENTS_DIR, rows_to_batch, segment_batches, segment_paths
@@ -75,188 +72,16 @@ FRAME_COLUMNS = (
     "server_frontend_s",
     "trace_id",
 )
-_EXACT_BELOW_US = 1 << 20
-_HIGH_RATIO = 1.0001
-_HIGH_BINS = int(np.ceil(np.log(2**31 / _EXACT_BELOW_US) / np.log(_HIGH_RATIO))) + 1
-_GAPS_PER_CHUNK = 1 << 20  # bounded working memory while streaming gaps (~15 MB)
-
-
-class ItlHistogram:
-    """Every inter-token gap of a set of requests, as exact microsecond counts (see module doc)."""
-
-    def __init__(self) -> None:
-        self.low = np.zeros(_EXACT_BELOW_US, dtype=np.int64)
-        self.high = np.zeros(_HIGH_BINS, dtype=np.int64)
-        self.size = 0
-        self.sum_us = 0.0
-        self.sumsq_us = 0.0
-        self.max_us = 0
-
-    def add_us(self, gaps_us: np.ndarray) -> None:
-        """Count gaps given in whole microseconds."""
-        if gaps_us.size == 0:
-            return
-        gaps = np.maximum(gaps_us.astype(np.int64, copy=False), 0)  # a negative gap (a bug, flagged) counts as 0
-        small = gaps < _EXACT_BELOW_US
-        self.low += np.bincount(gaps[small], minlength=_EXACT_BELOW_US)
-        if not small.all():
-            big = gaps[~small].astype(np.float64)
-            idx = np.minimum(np.log(big / _EXACT_BELOW_US) / np.log(_HIGH_RATIO), _HIGH_BINS - 1).astype(np.int64)
-            self.high += np.bincount(idx, minlength=_HIGH_BINS)
-        self.size += int(gaps.size)
-        f = gaps.astype(np.float64)
-        self.sum_us += float(f.sum())
-        self.sumsq_us += float(np.dot(f, f))
-        self.max_us = max(self.max_us, int(gaps.max()))
-
-    def merge(self, other: ItlHistogram) -> ItlHistogram:
-        """Add ``other``'s gaps to this one (histograms from workers or segments merge exactly)."""
-        self.low += other.low
-        self.high += other.high
-        self.size += other.size
-        self.sum_us += other.sum_us
-        self.sumsq_us += other.sumsq_us
-        self.max_us = max(self.max_us, other.max_us)
-        return self
-
-    def _values_counts(self) -> tuple[np.ndarray, np.ndarray]:
-        hi_vals = _EXACT_BELOW_US * _HIGH_RATIO ** (np.arange(_HIGH_BINS) + 0.5)
-        values = np.concatenate([np.arange(_EXACT_BELOW_US, dtype=np.float64), hi_vals])
-        counts = np.concatenate([self.low, self.high])
-        return values, counts
-
-    def percentiles(self, ps: list[float] | np.ndarray) -> np.ndarray:
-        """Percentiles in seconds, numpy's default (linear) definition over the gaps."""
-        ps = np.asarray(ps, dtype=np.float64)
-        if self.size == 0:
-            return np.full(ps.shape, np.nan)
-        values, counts = self._values_counts()
-        cum = np.cumsum(counts)
-        h = (self.size - 1) * ps / 100.0
-        lo = np.floor(h).astype(np.int64)
-        hi = np.minimum(lo + 1, self.size - 1)
-        v_lo = values[np.searchsorted(cum, lo, side="right")]
-        v_hi = values[np.searchsorted(cum, hi, side="right")]
-        out: np.ndarray = (v_lo + (h - lo) * (v_hi - v_lo)) / 1e6
-        return out
-
-    def count_above(self, seconds: float) -> int:
-        """How many gaps are longer than ``seconds`` (exact to the microsecond below ~1 s, to the bin above)."""
-        values, counts = self._values_counts()
-        return int(counts[values > seconds * 1e6].sum())
-
-    def mean(self) -> float:
-        """Mean gap in seconds (exact)."""
-        return self.sum_us / self.size / 1e6
-
-    def std(self) -> float:
-        """Population standard deviation in seconds, as ``numpy.std``."""
-        m = self.sum_us / self.size
-        return float(np.sqrt(max(0.0, self.sumsq_us / self.size - m * m))) / 1e6
-
-    def max(self) -> float:
-        """Longest gap in seconds (exact)."""
-        return self.max_us / 1e6
-
-    def bars(self, upper_s: float, bins: int) -> tuple[np.ndarray, np.ndarray]:
-        """``(edges_s, counts)`` of ``bins`` equal bins over ``[0, upper_s]``, larger gaps in the last."""
-        values, counts = self._values_counts()
-        edges = np.linspace(0.0, upper_s, bins + 1)
-        idx = np.clip(np.searchsorted(edges * 1e6, values, side="right") - 1, 0, bins - 1)
-        return edges, np.bincount(idx, weights=counts, minlength=bins)
-
-
-class ItlSource:
-    """The gaps of a table's requests, streamed from where they were recorded.
-
-    ``histogram(mask)`` streams the gaps once per new set of requests, counting each workload
-    (``labels``) apart, so later asks for one workload of the same set are answered from memory.
-    """
-
-    def __init__(self, batches: Callable[[], Iterator[pa.Array]], n_rows: int, labels: np.ndarray) -> None:
-        self._batches = batches  # yields the ITL list column, batch by batch, in table row order
-        self._n = n_rows
-        self._labels = labels
-        self._cache: list[tuple[np.ndarray, dict[int, ItlHistogram]]] = []
-        self.keep: Any = None  # what must outlive the reads (a temporary file of a parsed requests.jsonl)
-
-    def histogram(self, mask: np.ndarray) -> ItlHistogram:
-        """All gaps of the requests selected by boolean ``mask`` (aligned with the table)."""
-        for known, per_label in self._cache:
-            if mask.shape == known.shape and not (mask & ~known).any():
-                present = np.unique(self._labels[mask])
-                if np.array_equal(mask, known & np.isin(self._labels, present)):
-                    return _merged(per_label[int(lab)] for lab in present if int(lab) in per_label)
-        per_label = self._scan(mask)
-        self._cache.append((mask.copy(), per_label))
-        return _merged(per_label.values())
-
-    def gap_counts(self, mask: np.ndarray, threshold_s: float) -> tuple[np.ndarray, np.ndarray]:
-        """Per request selected by ``mask`` (in table order): its gap count and how many of its gaps are at most
-        ``threshold_s`` (the clusters of an ITL percentile's interval). One streaming pass, a batch at a time."""
-        counts = np.zeros(int(mask.sum()), dtype=np.int64)
-        below = np.zeros_like(counts)
-        threshold_us = threshold_s * 1e6
-        row = out = 0
-        for col in self._batches():
-            if row >= self._n:
-                break
-            col = col.slice(0, self._n - row)
-            lens = pc.fill_null(pc.list_value_length(col), 0).to_numpy().astype(np.int64)
-            start = col.offsets[0].as_py()
-            flat = col.values.slice(start, int(lens.sum())).to_numpy(zero_copy_only=False)
-            running = np.concatenate([[0], np.cumsum(flat <= threshold_us)])  # gaps ≤ threshold so far
-            ends = np.cumsum(lens)
-            at_most = running[ends] - running[ends - lens]
-            picked = mask[row : row + len(col)]
-            k = int(picked.sum())
-            counts[out : out + k], below[out : out + k] = lens[picked], at_most[picked]
-            out += k
-            row += len(col)
-        return counts, below
-
-    def _scan(self, mask: np.ndarray) -> dict[int, ItlHistogram]:
-        out: dict[int, ItlHistogram] = {}
-        labels = np.where(mask, self._labels, -1)
-        row = 0
-        for col in self._batches():
-            if row >= self._n:
-                break
-            col = col.slice(0, self._n - row)
-            lens = pc.fill_null(pc.list_value_length(col), 0).to_numpy().astype(np.int64)
-            start = col.offsets[0].as_py()
-            flat = col.values.slice(start, int(lens.sum())).to_numpy(zero_copy_only=False)
-            gap_labels = np.repeat(labels[row : row + len(col)], lens)
-            for lab in np.unique(labels[row : row + len(col)]):
-                if lab < 0:
-                    continue
-                hist = out.setdefault(int(lab), ItlHistogram())
-                for i in range(0, flat.size, _GAPS_PER_CHUNK):
-                    part = slice(i, i + _GAPS_PER_CHUNK)
-                    hist.add_us(flat[part][gap_labels[part] == lab])
-            row += len(col)
-        if row != self._n:
-            raise RuntimeError(f"the records changed while being read ({row} ITL rows for {self._n} requests); "
-                               "build the report again")  # fmt: skip
-        return out
-
-
-def _merged(hists: Any) -> ItlHistogram:
-    total = ItlHistogram()
-    for h in hists:
-        total.merge(h)
-    return total
 
 
 def _frame_and_source(batches: Callable[[list[str]], Iterator[pa.RecordBatch]]) -> tuple[pd.DataFrame, ItlSource]:
     # Count first, then fill arrays of the final size: chunks concatenated at the end would need
     # twice the memory, and fragment the heap so that the process keeps it (measured: 3.9 GB
-    # peak for 20 million requests that way).
+    # peak for 20 million requests that way). A column is allocated at its first value: one no
+    # record of the run fills (server timing without --otlp-port, tool calls without agents)
+    # costs no memory at all (see _constant).
     n = sum(b.num_rows for b in batches(["ok"]))
-    data: dict[str, np.ndarray] = {}
-    for name in FRAME_COLUMNS:
-        dtype = np.int8 if name in _STRING_COLUMNS else _DTYPES.get(name, np.float64)  # codes widen as needed
-        data[name] = np.empty(n, dtype=dtype)
+    data: dict[str, np.ndarray | None] = dict.fromkeys(FRAME_COLUMNS)
     cats: dict[str, dict[str, int]] = {name: {} for name in _STRING_COLUMNS}
     row = 0
     for batch in batches(list(FRAME_COLUMNS)):
@@ -265,31 +90,31 @@ def _frame_and_source(batches: Callable[[list[str]], Iterator[pa.RecordBatch]]) 
         batch = batch.slice(0, n - row)
         end = row + batch.num_rows
         for name in FRAME_COLUMNS:
-            arr = batch.column(name)
-            if name in _STRING_COLUMNS:
-                enc = pc.dictionary_encode(arr)
-                table = cats[name]
-                remap = np.array([table.setdefault(v, len(table)) for v in enc.dictionary.to_pylist()] + [-1],
-                                 dtype=np.int32)  # fmt: skip
-                if len(table) > np.iinfo(data[name].dtype).max:
-                    data[name] = data[name].astype(np.int16 if len(table) <= np.iinfo(np.int16).max else np.int32)
-                data[name][row:end] = remap[pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False)]
-            elif name in _KEY_COLUMNS:
-                enc = pc.dictionary_encode(arr)
-                keys = np.array([string_key(v) for v in enc.dictionary.to_pylist()] + [-1], dtype=np.int64)
-                data[name][row:end] = keys[pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False)]
-            elif pa.types.is_boolean(arr.type):
-                data[name][row:end] = pc.fill_null(arr, False).to_numpy(zero_copy_only=False)
-            else:  # numbers; null → NaN
-                data[name][row:end] = arr.to_numpy(zero_copy_only=False)
+            values = _batch_values(name, batch.column(name), cats.get(name))
+            column = data[name]
+            if column is None:
+                if _all_missing(values):
+                    continue
+                column = data[name] = np.array(_constant(name, n))
+            if name in cats and len(cats[name]) > np.iinfo(column.dtype).max:  # codes widen as needed
+                wider = np.int16 if len(cats[name]) <= np.iinfo(np.int16).max else np.int32
+                column = data[name] = column.astype(wider)
+            column[row:end] = values
         row = end
     if row < n:
         raise RuntimeError(f"the records changed while being read ({row} rows for {n} counted); build the report again")
     columns: dict[str, Any] = {}
     for name in FRAME_COLUMNS:
-        values = data.pop(name)
-        columns[name] = pd.Categorical.from_codes(values, categories=list(cats[name])) if name in cats else values
+        stored = data.pop(name)
+        if stored is None:
+            stored = _constant(name, n)
+        if name in cats:
+            dtype = pd.CategoricalDtype(list(cats[name]))
+            columns[name] = pd.Categorical.from_codes(stored, dtype=dtype, validate=False)  # no copy of the codes
+        else:
+            columns[name] = stored
     frame = pd.DataFrame(columns, copy=False)
+    pa.default_memory_pool().release_unused()  # the read's buffers: the pool keeps them otherwise (~30 MB)
     labels = np.asarray(frame["workload"].cat.codes)  # int8 for a few workloads: a byte a request
 
     def itl() -> Iterator[pa.Array]:
@@ -297,6 +122,41 @@ def _frame_and_source(batches: Callable[[list[str]], Iterator[pa.RecordBatch]]) 
             yield batch.column(ITL_COLUMN)
 
     return frame, ItlSource(itl, len(frame), labels)
+
+
+def _batch_values(name: str, arr: pa.Array, table: dict[str, int] | None) -> np.ndarray:
+    """One batch of column ``name`` as the frame stores it (``table``: a string column's categories so far)."""
+    if table is not None:
+        enc = pc.dictionary_encode(arr)
+        codes_of = [table.setdefault(v, len(table)) for v in enc.dictionary.to_pylist()]
+        remap = np.array([*codes_of, -1], dtype=np.int32)
+        codes: np.ndarray = remap[pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False)]
+        return codes
+    if name in _KEY_COLUMNS:
+        enc = pc.dictionary_encode(arr)
+        keys = np.array([string_key(v) for v in enc.dictionary.to_pylist()] + [-1], dtype=np.int64)
+        out: np.ndarray = keys[pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False)]
+        return out
+    if pa.types.is_boolean(arr.type):
+        return np.asarray(pc.fill_null(arr, False).to_numpy(zero_copy_only=False))
+    return np.asarray(arr.to_numpy(zero_copy_only=False))  # numbers; null → NaN
+
+
+def _all_missing(values: np.ndarray) -> bool:
+    """Whether a batch's ``values`` are all what a column holds where no record has a value."""
+    if values.dtype.kind == "f":
+        return bool(np.isnan(values).all())
+    if values.dtype.kind == "b":
+        return not values.any()
+    return bool((values == -1).all())
+
+
+def _constant(name: str, n: int) -> np.ndarray:
+    """Column ``name`` of ``n`` rows with no value in any: one element seen ``n`` times (read-only, 0 bytes a
+    row); NaN for numbers, False for flags, -1 for category codes and keys."""
+    dtype = np.dtype(np.int8 if name in _STRING_COLUMNS else _DTYPES.get(name, np.float64))
+    fill = np.nan if dtype.kind == "f" else (False if dtype.kind == "b" else -1)
+    return np.broadcast_to(np.array(fill, dtype=dtype), (n,))
 
 
 _STRING_COLUMNS = frozenset({"workload", "model", "worker_id", "error_category", "error_detail", "timing_violation",
@@ -314,10 +174,11 @@ def string_key(value: str | None) -> int:
     return int.from_bytes(hashlib.blake2b(value.encode(), digest_size=8).digest(), "little") >> 1
 
 
-#: HTTP status: exact in float32, never summed; open-loop send lag: float32 (a µs in an hour);
-#: token counts and latencies stay float64, so that sums and percentiles are exact; a request's tool calls,
-#: argument and cached tokens: whole numbers below 2**24, exact in float32, summed as float64 by the reports
-#: (NaN: not reported, or an older record without them)
+#: HTTP status: exact in float32, never summed; open-loop send lag: float32 (a µs in an hour); latencies and
+#: times stay float64, so that percentiles are exact; counts (prompt, output and argument tokens, token events,
+#: late events, tool calls, cached tokens; a late first token as 0/1) are whole numbers below 2**24, exact in
+#: float32, which the reports widen to float64 before they sum or interpolate (NaN: not reported, or an older
+#: record without them)
 _DTYPES = {
     "ok": np.bool_,
     "warmup": np.bool_,
@@ -330,6 +191,11 @@ _DTYPES = {
     "session_id": np.int64,
     "trace_id": np.int64,
     "needle_depth": np.float32,
+    "prompt_tokens": np.float32,
+    "output_tokens": np.float32,
+    "token_events": np.float32,
+    "late_events": np.float32,
+    "ttft_late": np.float32,
 }
 
 
