@@ -34,7 +34,7 @@ def write_segments(path: Path, n: int, itl_n: int, per_segment: int = 100_000) -
     import pyarrow as pa
 
     from workloads.rundir import SEGMENTS_DIR
-    from workloads.rundir.segments import SCHEMA, write_parquet_segment
+    from workloads.rundir.segments import SCHEMA, filled_columns, write_parquet_segment
 
     rng = np.random.default_rng(0)
     directory = path / SEGMENTS_DIR
@@ -70,7 +70,7 @@ def write_segments(path: Path, n: int, itl_n: int, per_segment: int = 100_000) -
                   else cols.get(f.name, pa.nulls(m, f.type)) for f in SCHEMA]  # fmt: skip
         arrays = [a.cast(f.type) for a, f in zip(arrays, SCHEMA, strict=True)]
         batch = pa.RecordBatch.from_arrays(arrays, schema=SCHEMA)
-        write_parquet_segment(directory / f"seg-{seg:06d}.parquet", iter([batch]))
+        write_parquet_segment(directory / f"seg-{seg:06d}.parquet", iter([batch]), filled_columns([batch]))
     return duration
 
 

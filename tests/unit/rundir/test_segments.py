@@ -147,7 +147,22 @@ def test_segments_take_under_a_sixth_of_the_disk_of_json_lines(tmp_path: Path) -
     parquet = sum(p.stat().st_size for p in (tmp_path / SEGMENTS_DIR).iterdir()) / len(rows)
     jsonl = sum(len(RequestRecord(**r).to_json()) + 1 for r in rows) / len(rows)
     print(f"{parquet:.0f} B/record in segments, {jsonl:.0f} B/record as JSON lines")
-    assert parquet < 520 and jsonl / parquet > 6, (parquet, jsonl)
+    assert parquet <= 400 and jsonl / parquet > 6, (parquet, jsonl)  # issue 32: 396 B, then 390 B
+
+
+def test_a_field_no_record_filled_is_left_out_of_the_segment_and_reads_back_as_missing(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    writer = SegmentWriter(tmp_path / SEGMENTS_DIR)
+    writer.write_rows([_record(i, cached_tokens=7 if i == 3 else None).as_row() for i in range(10)])
+    writer.close()
+    (segment,) = (tmp_path / SEGMENTS_DIR).iterdir()
+    stored = set(pq.ParquetFile(segment).schema_arrow.names)
+    assert "cached_tokens" in stored and "server_ttft_s" not in stored and "needle_depth" not in stored
+    back = list(read_records(tmp_path))
+    assert [r.cached_tokens for r in back] == [None, None, None, 7] + [None] * 6
+    assert all(r.server_ttft_s is None and r.needle_depth is None for r in back)
+    assert [r.ttft_s for r in back] == [r.ttft_s for r in (_record(i) for i in range(10))]
 
 
 def test_a_record_that_cannot_be_stored_is_counted_and_never_stops_the_ones_after_it(tmp_path: Path) -> None:
