@@ -34,7 +34,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..rundir.records import ErrorCategory
-from .timing import EXCERPT, StreamError, StreamTimer, parse_object
+from .chunks import EXCERPT, StreamError, parse_object
+from .timing import StreamTimer
 
 __all__ = ["MessagesStream", "ResponsesStream", "close_response", "whole_messages", "whole_responses"]
 

@@ -23,11 +23,13 @@ import contextlib
 import socket
 import struct
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httptools
+from gevent import get_hub
 
+from ..rundir.records import LATE_EVENT_S as _LATE_S
+from .response import HttpResponse, ResponseState, framed
 from .sockets import SO_TIMESTAMPING as _SO_TIMESTAMPING
 from .sockets import SO_TIMESTAMPNS as _SO_TIMESTAMPNS
 from .sockets import idle_and_open, kernel_timestamps_supported, open_socket, sent_stamp_ns
@@ -48,124 +50,6 @@ class _NothingBack(Exception):
 
 class ProtocolError(Exception):
     """The peer did not speak HTTP/1.1 as expected (the message says how)."""
-
-
-class _ResponseState:
-    """httptools callbacks; only the ones defined here are called (it checks at init)."""
-
-    __slots__ = ("complete", "headers", "headers_done", "keep_alive", "lag_max_s", "parser", "pieces", "read_pieces",
-                 "send_s", "send_wait_s", "t_read", "t_returned", "t_sent")  # fmt: skip
-
-    def __init__(self) -> None:
-        self.parser: Any = None
-        self.headers: dict[str, str] = {}
-        self.headers_done = False
-        self.complete = False
-        self.keep_alive = False
-        #: decoded body not yet handed out: one (bytes, stamp, window) per network read
-        self.pieces: list[tuple[bytes, float, float]] = []
-        #: the body pieces of the read being parsed (a chunked stream gives one per chunk)
-        self.read_pieces: list[bytes] = []
-        self.t_read = 0.0
-        #: perf_counter time right before the request's bytes were handed to the kernel, and how long it took
-        self.t_sent = 0.0
-        self.send_s = 0.0
-        self.send_wait_s = 0.0
-        #: when the previous read returned (the request's send time before the first)
-        self.t_returned = 0.0
-        #: the worst return time − kernel stamp of the response's reads; None: none kernel-stamped
-        self.lag_max_s: float | None = None
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self.headers[name.decode("latin-1").lower()] = value.decode("latin-1")
-
-    def on_headers_complete(self) -> None:
-        self.headers_done = True
-
-    def on_body(self, body: bytes) -> None:
-        self.read_pieces.append(body)
-
-    def on_message_complete(self) -> None:
-        # llhttp answers this only inside the callback; afterwards it says "no".
-        self.keep_alive = bool(self.parser.should_keep_alive())
-        self.complete = True
-
-
-def _framed(headers: dict[str, str]) -> bool:
-    """Whether the body's end is marked in the message (length or chunks), not by closing."""
-    return "content-length" in headers or "chunked" in headers.get("transfer-encoding", "").lower()
-
-
-class HttpResponse:
-    """A response whose headers have been read; its body is read with :meth:`body`."""
-
-    def __init__(self, conn: HttpConnection, state: _ResponseState) -> None:
-        self._conn = conn
-        self._state = state
-        self.status: int = state.parser.get_status_code()
-        self.headers = state.headers
-
-    @property
-    def complete(self) -> bool:
-        """Whether the whole message has been read (the connection may then be reused)."""
-        return self._state.complete
-
-    @property
-    def keep_alive(self) -> bool:
-        """The server lets the connection carry another request after this response."""
-        return self._state.keep_alive
-
-    @property
-    def t_sent(self) -> float:
-        """``perf_counter`` time right before the request's bytes were handed to the kernel."""
-        return self._state.t_sent
-
-    @property
-    def send_s(self) -> float:
-        """How long ``sendall`` took: the request left somewhere in it after :attr:`t_sent`."""
-        return self._state.send_s
-
-    @property
-    def send_wait_s(self) -> float:
-        """How much later than :attr:`t_sent` the request's last bytes may have left: 0 when one ``send``
-        took them all (then they left at once, however long the call took to return: on loopback the
-        kernel delivers them to the server inside it, and waking the server may preempt this thread there,
-        ~1 ms on a small VM); else the time the rest waited for room in the send buffer."""
-        return self._state.send_wait_s
-
-    @property
-    def read_lag_max_s(self) -> float | None:
-        """The worst lag of this response's reads so far (return − kernel stamp of the newest
-        packet); ``None`` when none was stamped by the kernel (TLS, non-Linux)."""
-        return self._state.lag_max_s
-
-    def body(self) -> Iterator[tuple[bytes, float, float]]:
-        """Yield ``(piece, t, window)``: decoded body bytes, the ``perf_counter`` time of the read
-        that delivered them, and how long before ``t`` its earliest byte may have arrived (``t`` −
-        the previous read's return), as they arrive, until the message is complete. A piece whose
-        window is short was read on time even if it holds several events."""
-        state = self._state
-        while True:
-            if state.pieces:
-                pieces, state.pieces = state.pieces, []
-                yield from pieces
-            if state.complete:
-                self._conn.response_done(self)
-                return
-            self._conn.read_into(state)
-
-    def read(self, limit: int | None = None) -> bytes:
-        """The whole body (or its first ``limit`` bytes; the connection is then closed if more was left)."""
-        out = bytearray()
-        for piece, _t, _window in self.body():
-            out += piece
-            if limit is not None and len(out) >= limit:
-                if self.complete:
-                    self._conn.response_done(self)  # keep the connection for the next request
-                else:
-                    self._conn.close()
-                return bytes(out[:limit])
-        return bytes(out)
 
 
 class HttpConnection:
@@ -194,6 +78,10 @@ class HttpConnection:
         self._read_timeout_s = read_timeout_s
         self._want_kernel_stamps = kernel_timestamps and not use_ssl and _SO_TIMESTAMPNS is not None
         self._sock: Any = None
+        #: kernel-stamped reads: the watcher a read waits on before its one ``recvmsg`` (see :meth:`read_into`)
+        self._watcher: Any = None
+        #: the last read was on time and left nothing queued: the next one waits for its bytes before reading
+        self._wait_first = True
         self._kernel_stamps = False
         #: the kernel stamps the packet each send leaves in (the request's clock starts then)
         self._tx_stamps = False
@@ -209,13 +97,17 @@ class HttpConnection:
         self._idle_since = 0.0
         #: how many TCP connections this object opened (keep-alive reuse keeps it at 1)
         self.connects = 0
-        self._state: _ResponseState | None = None  # the response of the latest request
+        self._state: ResponseState | None = None  # the response of the latest request
 
     # -- connection -----------------------------------------------------------------------
     def _connect(self) -> None:
         opened = open_socket(self.host, self.port, self._connect_timeout_s, self._read_timeout_s,
                              self._want_kernel_stamps, self._ssl)  # fmt: skip
         self._sock, self._kernel_stamps, self._tx_stamps = opened
+        # Only kernel-stamped reads wait first (TLS keeps decrypted bytes the socket does not poll for, and a read
+        # stamped as it returns must not return later): the wait is never in their stamps.
+        self._watcher = get_hub().loop.io(self._sock.fileno(), 1) if self._kernel_stamps else None
+        self._wait_first = True
         self._tx_stale = False
         self.connects += 1
 
@@ -226,7 +118,17 @@ class HttpConnection:
     def close(self) -> None:
         """Close the socket (any unread response on it is discarded with it)."""
         sock, self._sock = self._sock, None
+        watcher, self._watcher = self._watcher, None
         self._busy = False
+        if watcher is not None and watcher.callback is not None:
+            # A read waits on it (closed from another greenlet): it fails as a reset, then the socket is closed.
+            hub = get_hub()
+            hub.cancel_wait(watcher, ConnectionResetError("connection closed"), True)
+            if sock is not None:
+                hub.loop.run_callback(sock.close)
+            return
+        if watcher is not None:
+            watcher.close()
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.close()
@@ -297,7 +199,7 @@ class HttpConnection:
         if self._sock is None:
             self._connect()
         self._busy = True
-        self._state = state = _ResponseState()
+        self._state = state = ResponseState()
         state.parser = httptools.HttpResponseParser(state)
         try:
             if self._tx_stamps:
@@ -344,17 +246,23 @@ class HttpConnection:
         self._state.send_wait_s = 0.0
         return t_left
 
-    def read_into(self, state: _ResponseState) -> None:
+    def read_into(self, state: ResponseState) -> None:
         """One read from the socket, stamped, fed to the parser (also used by :class:`HttpResponse`)."""
         sock = self._sock
         if sock is None:
             raise ConnectionResetError("connection closed")
         if self._tx_stale and sent_stamp_ns(sock) is not None:
             self._tx_stale = False
+        if self._wait_first and self._watcher is not None:
+            # Wait for the bytes, then read once: reading first finds nothing on most reads of a stream (its next
+            # event is yet to come), and gevent's recvmsg then pays a failed call and its exception before it waits.
+            # After a late read, bytes may be queued already: then it reads first, as soon as it can.
+            get_hub().wait(self._watcher)
         if self._kernel_stamps:
             data, ancdata, _flags, _addr = sock.recvmsg(_BLOCK, _CMSG_SPACE)
             now = time.perf_counter()
             t = now
+            lag = _LATE_S
             for level, kind, cdata in ancdata:
                 if kind == _SO_TIMESTAMPNS and level == _SOL_SOCKET and len(cdata) >= 16:
                     sec, nsec = _unpack_timespec(cdata)
@@ -368,9 +276,10 @@ class HttpConnection:
         else:
             data = sock.recv(_BLOCK)
             now = t = time.perf_counter()
+            lag = _LATE_S
         if not data:
             self.close()
-            if state.headers_done and not state.complete and not _framed(state.headers):
+            if state.headers_done and not state.complete and not framed(state.headers):
                 # No Content-Length and not chunked (HTTP/1.0, some proxies): the body ends
                 # when the server closes the connection — a complete response, not a drop.
                 state.complete = True
@@ -381,6 +290,9 @@ class HttpConnection:
         window = state.t_read - state.t_returned
         if len(data) < _BLOCK:  # a full buffer left bytes queued: the next read's window starts here too
             state.t_returned = now
+            self._wait_first = lag < _LATE_S
+        else:
+            self._wait_first = False
         try:
             state.parser.feed_data(data)
         except httptools.HttpParserError as exc:

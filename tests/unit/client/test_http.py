@@ -136,6 +136,22 @@ def test_unread_response_never_leaks_into_the_next_request(serve) -> None:  # ty
         assert conn.connects == 2
 
 
+def test_a_read_waiting_for_bytes_fails_at_once_when_another_greenlet_closes_the_connection(serve) -> None:  # type: ignore[no-untyped-def]
+    def script(conn: socket.socket, _n: int) -> None:
+        conn.sendall(HEAD)
+        time.sleep(1.0)  # no body while the test runs
+
+    server = serve(script)
+    conn = HttpConnection("127.0.0.1", server.port)
+    resp = conn.request("POST", "/", {}, b"{}")
+    reader = gevent.spawn(lambda: list(resp.body()))
+    gevent.sleep(0.05)  # the reader now waits for the socket to become readable
+    conn.close()
+    reader.join(timeout=0.5)
+    assert reader.dead, "a read left waiting on a closed connection"
+    assert isinstance(reader.exception, OSError)
+
+
 def test_server_closing_mid_body_is_a_connection_error(serve) -> None:  # type: ignore[no-untyped-def]
     def script(conn: socket.socket, _n: int) -> None:
         conn.sendall(HEAD + chunk(b"data: one\n\n"))

@@ -51,6 +51,22 @@ def test_every_byte_boundary_gives_the_same_events() -> None:
     assert feed_all(SseParser(), [bytes([b]) for b in stream]) == whole
 
 
+@pytest.mark.parametrize(
+    "stream",
+    [
+        b"data: 1\n\n",
+        b"data:1\n\ndata:  two spaces\n\n",
+        b"event: message_start\ndata: {}\n\nevent: ping\n\ndata: 2\n\n",
+        b": keep-alive\n\ndata: a\ndata: b\nid: 7\n\n\n\ndata: c\n\n",
+        b"\n\ndata: after blank lines\n\nretry: 5\n\n",
+        b"data\n\ndata: x\n\n",
+    ],
+)
+def test_a_read_of_whole_events_gives_what_the_same_bytes_give_one_at_a_time(stream: bytes) -> None:
+    """Whole events in one read take a shorter path than bytes cut mid-event: both say the same."""
+    assert SseParser().feed(stream) == feed_all(SseParser(), [bytes([b]) for b in stream])
+
+
 def _chat(delta: dict, finish: str | None = None, usage: dict | None = None) -> bytes:
     obj: dict = {"id": "c1", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
     if usage is not None:
