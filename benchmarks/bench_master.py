@@ -8,8 +8,11 @@ Starts the built-in emulator (no TTFT, no ITL: many small requests), a master
 tokens a request). It prints the records in the master's run directory, the master process's own
 CPU seconds (user + system, read from ``/proc/PID/stat`` until it exits: start-up and the report
 included; its children — the server monitor, a segment compactor — left out) and records per
-master CPU-second. With ``--repeat N`` it runs N times and prints the median. Issue #32's target:
-≥ 20,000 records per master CPU-second.
+master CPU-second — and the same over the steady window (5 s after the test starts to 1 s before its
+end: records on disk and the master's CPU read at both ends), which leaves the start-up (Locust, the
+report's imports) and the report out. With ``--repeat N`` it runs N times and prints the medians;
+``--before DIR`` runs another checkout (a ``git worktree`` of an earlier commit) in turn with this one.
+Issue #32's target: ≥ 20,000 records per master CPU-second.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ sys.path.insert(0, str(ROOT))
 
 from emulator import EmulatorProcess  # noqa: E402
 
+#: the steady window: from this long after the test starts to a second before its end (records on disk are
+#: pushed every 2 s: both ends lag alike)
+STEADY_FROM_S = 5.0
 _TICK_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -56,11 +62,14 @@ def _records(runs: Path) -> int:
     return sum(b.num_rows for b in iter_batches(dirs[0], columns=["request_id"]))
 
 
-def run_once(url: str, seconds: int, users: int, max_tokens: int, cwd: Path) -> tuple[int, float, float]:
-    """One distributed run; returns (records stored, master CPU s, master wall s)."""
+def run_once(
+    url: str, seconds: int, users: int, max_tokens: int, cwd: Path, tree: Path = ROOT
+) -> tuple[int, float, float, float]:
+    """One distributed run; returns (records stored, master CPU s, master wall s, steady records per CPU s)."""
     runs = cwd / "runs"
     port = _free_port()
-    locustfile = str(ROOT / "locustfiles" / "chat.py")
+    locustfile = str(tree / "locustfiles" / "chat.py")
+    env = {**os.environ, "PYTHONPATH": str(tree)}  # that checkout's tokenstorm, not the one installed
     common = ["--wait-time", "0", "--max-tokens", str(max_tokens), "--chat-think-time", "0"]
     profile = (
         ["-m", "cProfile", "-o", os.environ["BENCH_MASTER_PROFILE"]] if os.environ.get("BENCH_MASTER_PROFILE") else []
@@ -108,13 +117,22 @@ def run_once(url: str, seconds: int, users: int, max_tokens: int, cwd: Path) -> 
     ]
     log = (cwd / "master.log").open("w")
     started = time.monotonic()
-    master = subprocess.Popen(master_cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
+    master = subprocess.Popen(master_cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env)
     workers = [
-        subprocess.Popen(worker_cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(2)
+        subprocess.Popen(worker_cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        for _ in range(2)
     ]
     cpu_s = 0.0
+    marks: list[tuple[int, float]] = []  # (records on disk, master CPU s) at the steady window's ends
+    run_start: float | None = None
     while master.poll() is None:
         cpu_s = _own_cpu_s(master.pid) or cpu_s  # the last reading before it is reaped
+        if run_start is None and runs.is_dir() and any(runs.iterdir()):
+            run_start = time.monotonic()  # the run directory is made as the test starts
+        if run_start is not None and len(marks) < 2:
+            due = run_start + (STEADY_FROM_S if not marks else seconds - 1)
+            if time.monotonic() >= due:
+                marks.append((_records(runs), cpu_s))
         time.sleep(0.02)
     wall_s = time.monotonic() - started
     for w in workers:
@@ -127,7 +145,10 @@ def run_once(url: str, seconds: int, users: int, max_tokens: int, cwd: Path) -> 
     if master.returncode not in (0, 1, 3, 5):  # a verdict on the run (5: timing untrusted, busy box), no crash
         tail = (cwd / "master.log").read_text()[-3000:]
         raise SystemExit(f"master exited {master.returncode}:\n{tail}")
-    return _records(runs), cpu_s, wall_s
+    steady = 0.0
+    if len(marks) == 2 and marks[1][1] > marks[0][1]:
+        steady = (marks[1][0] - marks[0][0]) / (marks[1][1] - marks[0][1])
+    return _records(runs), cpu_s, wall_s, steady
 
 
 def main() -> None:
@@ -136,23 +157,38 @@ def main() -> None:
     p.add_argument("--users", type=int, default=64, help="users over both workers")
     p.add_argument("--max-tokens", type=int, default=4)
     p.add_argument("--repeat", type=int, default=1)
+    p.add_argument(
+        "--before",
+        type=Path,
+        default=None,
+        help="another checkout (a git worktree of an earlier commit), run in turn with this one",
+    )
     args = p.parse_args()
-    rates = []
+    trees = {"this": ROOT, **({"before": args.before.resolve()} if args.before else {})}
+    figures: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
     with EmulatorProcess(
         "--ttft-ms", "0", "--itl-ms", "0", "--prefill-us-per-token", "0", "--max-num-seqs", str(max(256, args.users))
     ) as emu:
         for n in range(args.repeat):
-            with tempfile.TemporaryDirectory() as tmp:
-                records, cpu_s, wall_s = run_once(emu.url, args.seconds, args.users, args.max_tokens, Path(tmp))
-            rate = records / cpu_s if cpu_s else 0.0
-            rates.append(rate)
-            print(
-                f"run {n + 1}: {records:,} records, master CPU {cpu_s:.2f} s (wall {wall_s:.1f} s): "
-                f"{rate:,.0f} records per master CPU-second",
-                flush=True,
-            )
+            for name, tree in trees.items():  # in turn: the box's other load falls on both alike
+                with tempfile.TemporaryDirectory() as tmp:
+                    records, cpu_s, wall_s, steady = run_once(
+                        emu.url, args.seconds, args.users, args.max_tokens, Path(tmp), tree
+                    )
+                rate = records / cpu_s if cpu_s else 0.0
+                figures[name].append((rate, steady))
+                print(
+                    f"{name} run {n + 1}: {records:,} records, master CPU {cpu_s:.2f} s (wall {wall_s:.1f} s): "
+                    f"{rate:,.0f} records per master CPU-second; while the load ran: {steady:,.0f}",
+                    flush=True,
+                )
     if args.repeat > 1:
-        print(f"median of {args.repeat}: {statistics.median(rates):,.0f} records per master CPU-second")
+        for name, runs in figures.items():
+            print(
+                f"{name}: median of {args.repeat}: {statistics.median(r for r, _ in runs):,.0f} records per master "
+                f"CPU-second (start-up and report included); while the load ran: "
+                f"{statistics.median(s for _, s in runs):,.0f}"
+            )
 
 
 if __name__ == "__main__":

@@ -84,22 +84,30 @@ def encode_records(batches: list[pa.RecordBatch]) -> bytes:
 
 def decode_records(payload: bytes) -> pa.RecordBatch:
     """A worker's shipped records as one batch of today's schema; :class:`RecordsRefused` when they are of a
-    newer records format."""
-    reader = ipc.open_stream(pa.py_buffer(payload))
-    version = int((reader.schema.metadata or {}).get(_META_KEY, b"2"))
-    if version > RECORDS_FORMAT_VERSION:
+    newer records format, or not records this master can read."""
+    try:
+        reader = ipc.open_stream(pa.py_buffer(payload))
+        version = int((reader.schema.metadata or {}).get(_META_KEY, b"2"))
+        if version > RECORDS_FORMAT_VERSION:
+            raise RecordsRefused(
+                f"a worker sent request records of format {version}, newer than this master reads "
+                f"({RECORDS_FORMAT_VERSION}): run the same tokenstorm version on the master and every worker"
+            )
+        table = reader.read_all()
+        if table.schema != SCHEMA:  # another version's: by column name, a field it lacks as nulls
+            have = set(table.schema.names)
+            arrays = [
+                table.column(f.name).cast(f.type) if f.name in have else pa.nulls(table.num_rows, f.type)
+                for f in SCHEMA
+            ]
+            table = pa.Table.from_arrays(arrays, schema=SCHEMA)
+    except (pa.ArrowException, ValueError, TypeError) as exc:
+        if isinstance(exc, RecordsRefused):
+            raise
         raise RecordsRefused(
-            f"a worker sent request records of format {version}, newer than this master reads "
-            f"({RECORDS_FORMAT_VERSION}): run the same tokenstorm version on the master and "
-            "every worker"
-        )
-    table = reader.read_all()
-    if table.schema != SCHEMA:
-        have = set(table.schema.names)
-        arrays = [
-            table.column(f.name).cast(f.type) if f.name in have else pa.nulls(table.num_rows, f.type) for f in SCHEMA
-        ]
-        table = pa.Table.from_arrays(arrays, schema=SCHEMA)
+            f"a worker sent request records this master cannot read ({type(exc).__name__}: {exc}); run the same "
+            "tokenstorm version on the master and every worker"
+        ) from exc
     batches = table.combine_chunks().to_batches()
     return batches[0] if batches else pa.RecordBatch.from_pylist([], schema=SCHEMA)
 
