@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reports.data.heap import map_large_blocks
 from workloads.rundir import (
     GPU_FILE,
     REQUESTS_FILE,
@@ -64,7 +63,6 @@ def load_run(run_dir: Path) -> RunData:
         raise FileNotFoundError(f"{run_dir} is not a tokenstorm run directory (no {SEGMENTS_DIR}/, "
                                 f"{REQUESTS_FILE} or {RUN_FILE})")  # fmt: skip
     meta = read_run_meta(run_dir) or RunMeta(status="unknown")
-    map_large_blocks()  # a run's temporaries returned when dropped (see reports.data.heap)
     requests, itl = read_requests_frame(run_dir)
     join_spans(requests, run_dir)  # the server's own spans (--otlp-port), by trace id
     data = RunData(path=run_dir, meta=meta, requests=requests, itl=itl)
