@@ -49,9 +49,13 @@ log = logging.getLogger("tokenstorm")
 #: the option (not a flag) by which a master hands its workers the schedule's zero (epoch seconds, its clock)
 ZERO_OPTION = "trace_zero_epoch_s"
 #: seconds from the master's decision to the share taking effect (its message reaches every worker first)
-LEAD_S = 1.0
-#: seconds before an arrival's time at which a worker decides whether it is its own (final by then)
-DECIDE_S = 0.25
+LEAD_S = 2.0
+#: seconds before an arrival's time at which a worker decides whether it is its own (final by then: the master's
+#: message has had LEAD_S - DECIDE_S to arrive), early enough to build a trace's long prompts ahead
+DECIDE_S = 1.5
+#: seconds from a distributed run's start to its schedule's zero: the workers' own start-up (their first
+#: requests would be late otherwise)
+ZERO_LEAD_S = 1.0
 _SHARE_MESSAGE = "tokenstorm_share"
 _SENDER_MESSAGE = "tokenstorm_sender"
 _WATCH_S = 0.2
@@ -164,9 +168,9 @@ class _Coordinator:
         self.check()
 
     def start(self, **_kw: Any) -> None:
-        """``test_start`` (before the spawn messages, which carry the options): the schedule's zero, LEAD_S
+        """``test_start`` (before the spawn messages, which carry the options): the schedule's zero, ZERO_LEAD_S
         ahead (the workers' own start-up: their first arrivals would be late otherwise)."""
-        setattr(self.environment.parsed_options, ZERO_OPTION, time.time() + LEAD_S)
+        setattr(self.environment.parsed_options, ZERO_OPTION, time.time() + ZERO_LEAD_S)
         self.senders.clear()
         self.active = []
         if self._watch is None or self._watch.dead:
