@@ -124,11 +124,13 @@ def run_once(
     ]
     cpu_s = 0.0
     marks: list[tuple[int, float]] = []  # (records on disk, master CPU s) at the steady window's ends
+    startup_cpu_s = 0.0
     run_start: float | None = None
     while master.poll() is None:
         cpu_s = _own_cpu_s(master.pid) or cpu_s  # the last reading before it is reaped
         if run_start is None and runs.is_dir() and any(runs.iterdir()):
             run_start = time.monotonic()  # the run directory is made as the test starts
+            startup_cpu_s = cpu_s
         if run_start is not None and len(marks) < 2:
             due = run_start + (STEADY_FROM_S if not marks else seconds - 1)
             if time.monotonic() >= due:
@@ -148,6 +150,8 @@ def run_once(
     steady = 0.0
     if len(marks) == 2 and marks[1][1] > marks[0][1]:
         steady = (marks[1][0] - marks[0][0]) / (marks[1][1] - marks[0][1])
+    # where the master's CPU went: before the test started (imports, Locust), and the rest (the load, the report)
+    print(f"  master CPU: start-up {startup_cpu_s:.2f} s, the load and the report {cpu_s - startup_cpu_s:.2f} s")
     return _records(runs), cpu_s, wall_s, steady
 
 
