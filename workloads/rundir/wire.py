@@ -33,6 +33,9 @@ __all__ = [
 
 _META_KEY = b"tokenstorm.records"
 _OPTIONS = ipc.IpcWriteOptions(compression="zstd")
+# pyarrow imports pandas (where installed) the first time it converts a Python list — a pause of a quarter of a
+# second or more. Taken here, as the process starts, never in a worker timing streams (nor while it quits).
+pa.array([0])
 
 
 class RecordsRefused(ValueError):
