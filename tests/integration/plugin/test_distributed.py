@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -68,7 +69,11 @@ def test_killing_one_of_four_workers_is_reported_and_keeps_its_records(tmp_path:
         for _ in range(4)
     ]
     try:
-        time.sleep(9)  # connected, spawned, several record batches sent
+        # connected, spawned, several record batches sent by every worker (however long a busy box takes to start
+        # four workers): then one dies
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline and not _each_shipped(tmp_path / "runs", workers=4, records=8):
+            time.sleep(0.5)
         os.kill(workers[0].pid, signal.SIGKILL)
         out, _ = master.communicate(timeout=90)
     finally:
@@ -100,6 +105,18 @@ def test_killing_one_of_four_workers_is_reported_and_keeps_its_records(tmp_path:
     # The other three workers carried the run on to its end.
     others = [r for r in records if r["worker_id"] != lost_id]
     assert max(r["start_epoch_s"] for r in others) > lost["detected_epoch_s"] + 3
+
+
+def _each_shipped(runs: Path, workers: int, records: int) -> bool:
+    """The run directory under ``runs`` holds at least ``records`` records of each of ``workers`` workers."""
+    dirs = list(runs.glob("*/requests")) if runs.is_dir() else []
+    if not dirs:
+        return False
+    try:
+        by_worker = Counter(r.worker_id for r in read_records(dirs[0].parent))
+    except (OSError, ValueError):  # a segment renamed while read: look again
+        return False
+    return len(by_worker) >= workers and min(by_worker.values()) >= records
 
 
 def test_workers_started_bare_take_the_masters_options(tmp_path: Path) -> None:
