@@ -32,7 +32,7 @@ workload.LlmUser.stop = spy
 
 with EmulatorProcess("--ttft-ms", "5", "--itl-ms", "1") as emu:
     class Waiting(workload.LlmUser):
-        wait_time = constant(0.2)
+        wait_time = constant(1.0)
         host = emu.url
 
         @task
@@ -46,10 +46,10 @@ with EmulatorProcess("--ttft-ms", "5", "--itl-ms", "1") as emu:
     runner.start(1, spawn_rate=1)
     while not runner.user_greenlets or next(iter(runner.user_greenlets)).args[0]._state != LOCUST_STATE_WAITING:
         gevent.sleep(0.001)
-    gevent.sleep(0.1)  # half way through its wait, the run stops...
+    gevent.sleep(0.5)  # half way through its wait, the run stops...
     stopping = gevent.spawn(runner.stop)
-    # ... on a busy client: the event loop does not turn for 0.3 s, so the stop and the end of the wait meet
-    gevent.spawn(gevent.monkey.get_original("time", "sleep"), 0.3)
+    # ... on a busy client: the event loop does not turn for 0.8 s, so the stop and the end of the wait meet
+    gevent.spawn(gevent.monkey.get_original("time", "sleep"), 0.8)
     stopping.join()
 print(json.dumps({"stop_saw": seen, "users": runner.user_count, "records": ctx.take_outbox()}))
 """
