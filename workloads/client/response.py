@@ -5,10 +5,21 @@ the caller reads its body."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .http import HttpConnection
+
+class Connection(Protocol):
+    """What a response asks of the connection it arrives on (:class:`~.http.HttpConnection`)."""
+
+    def read_into(self, state: ResponseState) -> None:
+        """One read from the socket, fed to the response's parser."""
+
+    def response_done(self, response: HttpResponse) -> None:
+        """The response was read whole: the connection may carry the next request."""
+
+    def close(self) -> None:
+        """Close the connection (an unread rest of the response with it)."""
+
 
 __all__ = ["HttpResponse", "ResponseState", "framed"]
 
@@ -75,7 +86,7 @@ def framed(headers: dict[str, str]) -> bool:
 class HttpResponse:
     """A response whose headers have been read; its body is read with :meth:`body`."""
 
-    def __init__(self, conn: HttpConnection, state: ResponseState) -> None:
+    def __init__(self, conn: Connection, state: ResponseState) -> None:
         self._conn = conn
         self._state = state
         self.status: int = state.parser.get_status_code()
