@@ -152,6 +152,16 @@ class ItlSource:
         """:meth:`gap_counts` a batch at a time, for sums that need no array as long as the run: ``(rows, counts,
         below)``, ``rows`` the selected requests' positions in the table (int64, ascending)."""
         threshold_us = threshold_s * 1e6
+        for row, lens, flat in self._gap_batches():
+            running = np.concatenate([[0], np.cumsum(flat <= threshold_us)])  # gaps ≤ threshold so far
+            ends = np.cumsum(lens)
+            at_most = running[ends] - running[ends - lens]
+            picked = np.flatnonzero(mask[row : row + len(lens)])
+            yield picked + row, lens[picked], at_most[picked]
+
+    def _gap_batches(self) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        """The ITL column a batch at a time, up to the table's rows: ``(the batch's first row, each request's gap
+        count, its gaps in microseconds)``; the pool's decoded gaps are released at the end."""
         row = 0
         for col in self._batches():
             if row >= self._n:
@@ -159,36 +169,24 @@ class ItlSource:
             col = col.slice(0, self._n - row)
             lens = pc.fill_null(pc.list_value_length(col), 0).to_numpy().astype(np.int64)
             start = col.offsets[0].as_py()
-            flat = col.values.slice(start, int(lens.sum())).to_numpy(zero_copy_only=False)
-            running = np.concatenate([[0], np.cumsum(flat <= threshold_us)])  # gaps ≤ threshold so far
-            ends = np.cumsum(lens)
-            at_most = running[ends] - running[ends - lens]
-            picked = np.flatnonzero(mask[row : row + len(col)])
-            yield picked + row, lens[picked], at_most[picked]
+            yield row, lens, col.values.slice(start, int(lens.sum())).to_numpy(zero_copy_only=False)
             row += len(col)
-        pa.default_memory_pool().release_unused()
+        pa.default_memory_pool().release_unused()  # a row group's decoded gaps, kept by the pool otherwise
 
     def _scan(self, mask: np.ndarray) -> dict[int, ItlHistogram]:
         out: dict[int, ItlHistogram] = {}
         labels = np.where(mask, self._labels, -1)
         row = 0
-        for col in self._batches():
-            if row >= self._n:
-                break
-            col = col.slice(0, self._n - row)
-            lens = pc.fill_null(pc.list_value_length(col), 0).to_numpy().astype(np.int64)
-            start = col.offsets[0].as_py()
-            flat = col.values.slice(start, int(lens.sum())).to_numpy(zero_copy_only=False)
-            gap_labels = np.repeat(labels[row : row + len(col)], lens)
-            for lab in np.unique(labels[row : row + len(col)]):
+        for first, lens, flat in self._gap_batches():
+            row = first + len(lens)
+            gap_labels = np.repeat(labels[first:row], lens)
+            for lab in np.unique(labels[first:row]):
                 if lab < 0:
                     continue
                 hist = out.setdefault(int(lab), ItlHistogram())
                 for i in range(0, flat.size, _GAPS_PER_CHUNK):
                     part = slice(i, i + _GAPS_PER_CHUNK)
                     hist.add_us(flat[part][gap_labels[part] == lab])
-            row += len(col)
-        pa.default_memory_pool().release_unused()  # a row group's decoded gaps, kept by the pool otherwise
         if row != self._n:
             raise RuntimeError(
                 f"the records changed while being read ({row} ITL rows for {self._n} requests); build the report again"

@@ -99,20 +99,14 @@ class SegmentWriter(TailedWriter):
                 return
             self.count += batch.num_rows
             self._write_buffer()  # rows taken before it go first
-            if self._stream is None:
-                self._open()
-            assert self._sink is not None  # opened with the stream
-            self._stream.write_batch(batch)
-            self._sink.mark(batch.num_rows)
-            self._seg_rows += batch.num_rows
-            self._unpushed_rows += batch.num_rows
+            self._append(batch)
             if self._closed:  # a straggler after the run ended (a worker's last report): kept, as Parquet
                 self._flush_locked()
                 self._close_segment()
                 self._compact()
             elif time.monotonic() - self._last_flush >= self._flush_interval_s:
                 self._flush_locked()
-            elif self._sink.pending_bytes >= self.PUSH_BYTES:
+            elif self._sink is not None and self._sink.pending_bytes >= self.PUSH_BYTES:
                 self._push()
 
     def flush(self) -> None:
@@ -127,15 +121,18 @@ class SegmentWriter(TailedWriter):
                 batch = rows_to_batch(rows)
             except (TypeError, ValueError, OverflowError, pa.ArrowException):
                 batch = self._good_rows(rows)
-            if batch.num_rows == 0:
-                return
-            if self._stream is None:
-                self._open()
-            assert self._sink is not None  # opened with the stream
-            self._stream.write_batch(batch)
-            self._sink.mark(batch.num_rows)
-            self._seg_rows += batch.num_rows
-            self._unpushed_rows += batch.num_rows
+            if batch.num_rows:
+                self._append(batch)
+
+    def _append(self, batch: pa.RecordBatch) -> None:
+        """Write ``batch`` to the open segment (opened here if none is), counted toward its rotation and push."""
+        if self._stream is None:
+            self._open()
+        assert self._sink is not None  # opened with the stream
+        self._stream.write_batch(batch)
+        self._sink.mark(batch.num_rows)
+        self._seg_rows += batch.num_rows
+        self._unpushed_rows += batch.num_rows
 
     def _push(self) -> None:
         """Hand the written batches to the OS; when that fails, the records not on disk are lost and said."""
