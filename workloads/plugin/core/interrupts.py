@@ -10,11 +10,12 @@ Locust's SIGTERM handler is a gevent signal watcher installed after the ``init``
 installed here, at ``init``, is an older watcher of the same signal and is called before it (libev
 calls a signal's pending watchers newest last), so the note is taken before Locust's shutdown.
 SIGINT has no gevent watcher: a Python handler notes it, then hands ``KeyboardInterrupt`` to the main
-greenlet as gevent does with the default handler's.
+greenlet as gevent does with the default handler's — on workers too (a terminal's Ctrl-C reaches them all).
 """
 
 from __future__ import annotations
 
+import functools
 import signal
 import time
 import weakref
@@ -41,23 +42,28 @@ def interruption(environment: Environment) -> str | None:
 
 
 def watch_signals(environment: Environment, **_kw: Any) -> None:
-    """``init`` listener (master or local runner): note SIGTERM and SIGINT that arrive mid-run."""
+    """``init`` listener: on a master or local runner, note SIGTERM and SIGINT that arrive mid-run; on every
+    runner, worker too, take a Ctrl-C in the main greenlet, not in a user's."""
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not ignored (nohup, a CI shell's &)
+        signal.signal(signal.SIGINT, functools.partial(_on_sigint, environment))
     if locust_compat.is_worker(environment.runner):
         return
     environment.events.test_start.add_listener(lambda **_kw: _INTERRUPTED.pop(environment, None))
     _WATCHERS.append(gevent.signal_handler(signal.SIGTERM, _note, environment, "SIGTERM"))
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not ignored (nohup, a CI shell's &)
 
-        def on_sigint(signum: int, frame: FrameType | None) -> None:
-            if not locust_compat.is_running(environment.runner):
-                signal.default_int_handler(signum, frame)  # raises KeyboardInterrupt here, as before
-            _note(environment, "SIGINT")
-            # Mid-run, as gevent's hub passes a KeyboardInterrupt on: to the main greenlet (Locust's main
-            # catches it there), not raised in whichever user's greenlet this handler interrupted.
-            hub = gevent.get_hub()
-            hub.loop.run_callback(hub.parent.throw, KeyboardInterrupt)
 
-        signal.signal(signal.SIGINT, on_sigint)
+def _on_sigint(environment: Environment, signum: int, frame: FrameType | None) -> None:
+    """SIGINT (a terminal's Ctrl-C reaches the master and every ``--processes`` worker). Python raises
+    ``KeyboardInterrupt`` in whichever greenlet was running: mid-run, a user's, which then died without
+    its record (a request the server had answered, lost from a worker's last records). Mid-run it is
+    handed to the main greenlet instead, as gevent's hub passes one on: Locust's main catches it there and
+    stops the users, each in-flight request recorded as cancelled."""
+    if not locust_compat.is_running(environment.runner):
+        signal.default_int_handler(signum, frame)  # raises KeyboardInterrupt here, as before
+    if not locust_compat.is_worker(environment.runner):
+        _note(environment, "SIGINT")
+    hub = gevent.get_hub()
+    hub.loop.run_callback(hub.parent.throw, KeyboardInterrupt)
 
 
 def _note(environment: Environment, name: str) -> None:
