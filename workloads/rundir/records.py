@@ -199,7 +199,7 @@ class RequestRecord:
         for (name_a, a), (name_b, b) in itertools.pairwise(chain):
             if a > b:
                 return f"{name_a} {a:.6f} > {name_b} {b:.6f}"
-        if any(g < 0 for g in self.itl_gaps_s):
+        if self.itl_gaps_s and min(self.itl_gaps_s) < 0:  # min() walks the gaps in C
             return "negative ITL gap"
         return None
 

@@ -15,7 +15,7 @@ from workloads.traffic import MODELS, default_settings
 from workloads.traffic.checks import FailedAnswers, Reply, check_record, judge
 from workloads.traffic.checks.code import code_language, python_parses
 from workloads.traffic.checks.needle import make_needle, needle
-from workloads.traffic.checks.text import complete, repeated_ratio, repetition, script, script_of
+from workloads.traffic.checks.text import cjk_share, complete, repeated_ratio, repetition, script, script_of, units
 from workloads.traffic.checks.tools import tool_args, tool_exists
 from workloads.traffic.tokens import TokenCounter
 
@@ -203,3 +203,11 @@ def test_a_refusal_is_no_code_and_a_translation_is_not_judged_on_script() -> Non
     assert script_of("请用中文再解释一遍。") == "zh" and script_of("Answer in English: 什么是缓存？") == "en"
     assert script_of("这个 function 的 return value 是 what type?") is None  # mixed: not judged
     assert script(None)(Reply("任何文字")) is None
+
+
+def test_ascii_answers_count_the_same_units_as_any_other() -> None:
+    """An all-ASCII answer (the quick path) splits into the words the general rule finds: letters only, case-folded,
+    no digits or underscores; one CJK character makes it the general path, and its share counts."""
+    assert units("Don't STOP_me 42x, ok?") == ["don", "t", "stop", "me", "x", "ok"]
+    assert units("Don't STOP_me 42x, ok? 好") == ["don", "t", "stop", "me", "x", "ok", "好"]
+    assert cjk_share("plain words") == 0.0 and cjk_share("42 _") is None and cjk_share("ab 好") == 0.5
