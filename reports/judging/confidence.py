@@ -197,13 +197,15 @@ def headline_intervals(run: RunData, mask: np.ndarray, window_s: float, confiden
     ok = mask & df["ok"].fillna(False).astype(bool).to_numpy()
     out: dict[str, Any] = {}
     for name, column in _HEADLINE:
+        deffs: dict[float, float] = {}
         for stat, q in (("median", 50.0), ("p99", 99.0)):
             if column == "itl":
                 gaps = run.itl_values(ok)
                 if not gaps.size:
                     continue
-                deff = iv.run_itl_design_effect(run, ok, gaps, q)
-                interval = iv.histogram_quantile_interval(gaps, q, confidence, deff=deff)
+                if not deffs:  # both percentiles' in one pass over the gaps
+                    deffs = dict(zip((50.0, 99.0), iv.run_itl_design_effects(run, ok, gaps, [50.0, 99.0]), strict=True))
+                interval = iv.histogram_quantile_interval(gaps, q, confidence, deff=deffs[q])
             else:
                 values = selected(df, column, ok)
                 clusters = clusters_of(run, ok)

@@ -76,6 +76,7 @@ __all__ = [
     "quantile_interval",
     "rate_interval",
     "run_itl_design_effect",
+    "run_itl_design_effects",
     "share_design_effect",
 ]
 
@@ -263,8 +264,13 @@ def run_itl_design_effect(run: RunData, ok: np.ndarray, hist: ItlHistogram, q_pc
     E2E, at least 1 s). Gaps read at one moment share the machine's state (a stall of the server or of the client
     delays every stream at once), so a tail made in a few busy seconds is not a tail of thousands of independent
     gaps. One pass over the gaps."""
+    return run_itl_design_effects(run, ok, hist, [q_pct])[0]
+
+
+def run_itl_design_effects(run: RunData, ok: np.ndarray, hist: ItlHistogram, qs_pct: list[float]) -> list[float]:
+    """:func:`run_itl_design_effect` at each percentile of ``qs_pct``, all in one pass over the gaps."""
     if run.itl is None or hist.size == 0:
-        return 1.0
+        return [1.0] * len(qs_pct)
     e2e = dropped_nan(selected(run.requests, "e2e_s", ok))
     # the median in place (numpy.nanmedian's, without its copy); none: the gaps of one request a cluster only
     window = max(1.0, float(np.median(e2e, overwrite_input=True))) if e2e.size else None
@@ -272,21 +278,26 @@ def run_itl_design_effect(run: RunData, ok: np.ndarray, hist: ItlHistogram, q_pc
     start = run.requests["start_epoch_s"].to_numpy(dtype=float)  # a view
     firsts = [np.min(start[i : i + CHUNK], where=ok[i : i + CHUNK], initial=np.inf) for i in range(0, ok.size, CHUNK)]
     t0 = float(min(firsts, default=np.inf))
-    per_request = _ClusterShares()
-    grouped_counts, grouped_below = np.zeros(0), np.zeros(0)
-    for rows, counts, below in run.itl.gap_count_batches(ok, float(hist.percentiles([q_pct])[0])):
-        per_request.add(below, counts)
+    per_request = [_ClusterShares() for _ in qs_pct]
+    grouped_counts, grouped_below = np.zeros(0), np.zeros((len(qs_pct), 0))
+    for rows, counts, belows in run.itl.gap_count_batches_at(ok, [float(v) for v in hist.percentiles(qs_pct)]):
+        for shares, below in zip(per_request, belows, strict=True):
+            shares.add(below, counts)
         if window is None or not rows.size:
             continue
         moment = ((start[rows] - t0) // window).astype(np.int64)
         size = max(grouped_counts.size, int(moment.max()) + 1)
         grouped_counts = np.pad(grouped_counts, (0, size - grouped_counts.size))
-        grouped_below = np.pad(grouped_below, (0, size - grouped_below.size))
+        grouped_below = np.pad(grouped_below, ((0, 0), (0, size - grouped_below.shape[1])))
         grouped_counts += np.bincount(moment, weights=counts.astype(float), minlength=size)
-        grouped_below += np.bincount(moment, weights=below.astype(float), minlength=size)
+        for k, below in enumerate(belows):
+            grouped_below[k] += np.bincount(moment, weights=below.astype(float), minlength=size)
     if window is None:
-        return per_request.design_effect()
-    return max(per_request.design_effect(), _design_effect(grouped_below, grouped_counts))
+        return [shares.design_effect() for shares in per_request]
+    return [
+        max(shares.design_effect(), _design_effect(grouped_below[k], grouped_counts))
+        for k, shares in enumerate(per_request)
+    ]
 
 
 class _ClusterShares:

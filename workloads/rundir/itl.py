@@ -12,7 +12,7 @@ exact.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -43,9 +43,12 @@ class ItlHistogram:
         if gaps_us.size == 0:
             return
         gaps = np.maximum(gaps_us.astype(np.int64, copy=False), 0)  # a negative gap (a bug, flagged) counts as 0
-        small = gaps < _EXACT_BELOW_US
-        self.low += np.bincount(gaps[small], minlength=_EXACT_BELOW_US)
-        if not small.all():
+        top = int(gaps.max())
+        if top < _EXACT_BELOW_US:  # the usual batch: no bin above the longest gap is touched
+            self.low[: top + 1] += np.bincount(gaps, minlength=top + 1)
+        else:
+            small = gaps < _EXACT_BELOW_US
+            self.low += np.bincount(gaps[small], minlength=_EXACT_BELOW_US)
             big = gaps[~small].astype(np.float64)
             idx = np.minimum(np.log(big / _EXACT_BELOW_US) / np.log(_HIGH_RATIO), _HIGH_BINS - 1).astype(np.int64)
             self.high += np.bincount(idx, minlength=_HIGH_BINS)
@@ -53,7 +56,7 @@ class ItlHistogram:
         f = gaps.astype(np.float64)
         self.sum_us += float(f.sum())
         self.sumsq_us += float(np.dot(f, f))
-        self.max_us = max(self.max_us, int(gaps.max()))
+        self.max_us = max(self.max_us, top)
 
     def merge(self, other: ItlHistogram) -> ItlHistogram:
         """Add ``other``'s gaps to this one (histograms from workers or segments merge exactly)."""
@@ -151,13 +154,23 @@ class ItlSource:
     def gap_count_batches(self, mask: np.ndarray, threshold_s: float) -> Iterator[tuple[np.ndarray, ...]]:
         """:meth:`gap_counts` a batch at a time, for sums that need no array as long as the run: ``(rows, counts,
         below)``, ``rows`` the selected requests' positions in the table (int64, ascending)."""
-        threshold_us = threshold_s * 1e6
+        for rows, lens, (below,) in self.gap_count_batches_at(mask, [threshold_s]):
+            yield rows, lens, below
+
+    def gap_count_batches_at(
+        self, mask: np.ndarray, thresholds_s: Sequence[float]
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, list[np.ndarray]]]:
+        """:meth:`gap_count_batches` at several thresholds in one pass over the gaps: ``(rows, counts, belows)``,
+        ``belows[k]`` each request's gaps at most ``thresholds_s[k]``."""
+        thresholds_us = [t * 1e6 for t in thresholds_s]
         for row, lens, flat in self._gap_batches():
-            running = np.concatenate([[0], np.cumsum(flat <= threshold_us)])  # gaps ≤ threshold so far
-            ends = np.cumsum(lens)
-            at_most = running[ends] - running[ends - lens]
             picked = np.flatnonzero(mask[row : row + len(lens)])
-            yield picked + row, lens[picked], at_most[picked]
+            ends = np.cumsum(lens)
+            belows = []
+            for threshold_us in thresholds_us:
+                running = np.concatenate([[0], np.cumsum(flat <= threshold_us)])  # gaps ≤ threshold so far
+                belows.append((running[ends] - running[ends - lens])[picked])
+            yield picked + row, lens[picked], belows
 
     def _gap_batches(self) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
         """The ITL column a batch at a time, up to the table's rows: ``(the batch's first row, each request's gap

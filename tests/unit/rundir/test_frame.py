@@ -34,6 +34,18 @@ def test_histogram_statistics_equal_numpys_on_the_same_gaps(seed: int) -> None:
     assert hist.std() == pytest.approx(ref.std(), rel=1e-9)
 
 
+def test_batches_of_short_gaps_only_count_as_numpy_does() -> None:
+    rng = np.random.default_rng(3)
+    us = np.round(rng.lognormal(np.log(0.02), 0.3, 20_000) * 1e6).astype(np.int32)  # every gap below a second
+    hist = ItlHistogram()
+    for part in np.array_split(us, 5):
+        hist.add_us(part)
+    ref = us / 1e6
+    np.testing.assert_allclose(hist.percentiles(PS), np.percentile(ref, PS), rtol=1e-12)
+    assert hist.size == us.size and hist.max() == ref.max() and hist.count_above(0.02) == int((ref > 0.02).sum())
+    assert hist.mean() == pytest.approx(ref.mean(), rel=1e-12) and hist.std() == pytest.approx(ref.std(), rel=1e-9)
+
+
 def test_every_mask_a_report_asks_gets_numpys_figures_for_exactly_those_requests(tmp_path: Path) -> None:
     rng = np.random.default_rng(5)
     writer = SegmentWriter(tmp_path / SEGMENTS_DIR, rotate_rows=300, compact_in_child=False)
