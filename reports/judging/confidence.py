@@ -187,25 +187,41 @@ def _more(needed: int | None, has: int) -> int | None:
 _HEADLINE = (("ttft", "ttft_s"), ("tpot", "tpot_s"), ("e2el", "e2e_s"), ("itl", "itl"))
 
 
-def headline_intervals(run: RunData, mask: np.ndarray, window_s: float, confidence: float) -> dict[str, Any]:
+def headline_itl_design_effects(run: RunData, masks: list[np.ndarray], confidence: float) -> list[dict[float, float]]:
+    """The design effects :func:`headline_intervals` gives the ITL's median and p99 of each scope of ``masks`` (its
+    judged records): ``{50.0: deff, 99.0: deff}`` a scope, every scope's in one pass over the gaps; none at
+    ``confidence`` 0."""
+    if not confidence:
+        return [{} for _ in masks]
+    ok_all = run.requests["ok"].fillna(False).astype(bool).to_numpy()
+    scopes = [(ok, run.itl_values(ok)) for ok in (mask & ok_all for mask in masks)]
+    return [dict(zip(_QS, deffs, strict=True)) for deffs in iv.scopes_itl_design_effects(run, scopes, list(_QS))]
+
+
+_QS = (50.0, 99.0)
+
+
+def headline_intervals(
+    run: RunData, mask: np.ndarray, window_s: float, confidence: float, itl_deffs: dict[float, float] | None = None
+) -> dict[str, Any]:
     """summary.json's intervals of a scope's headline figures (``mask``: its judged records): the median and
     p99 of TTFT, TPOT, E2E and ITL (``median_ttft_ms_ci`` = [low, high] in ms, None for an end the sample
-    cannot bound), ``request_throughput_ci`` and ``error_rate_ci``; empty at ``confidence`` 0."""
+    cannot bound), ``request_throughput_ci`` and ``error_rate_ci``; empty at ``confidence`` 0. ``itl_deffs``:
+    the ITL's design effects from :func:`headline_itl_design_effects` (None: computed here)."""
     if not confidence or not mask.any():
         return {}
     df = run.requests
     ok = mask & df["ok"].fillna(False).astype(bool).to_numpy()
     out: dict[str, Any] = {}
     for name, column in _HEADLINE:
-        deffs: dict[float, float] = {}
-        for stat, q in (("median", 50.0), ("p99", 99.0)):
+        for stat, q in zip(("median", "p99"), _QS, strict=True):
             if column == "itl":
                 gaps = run.itl_values(ok)
                 if not gaps.size:
                     continue
-                if not deffs:  # both percentiles' in one pass over the gaps
-                    deffs = dict(zip((50.0, 99.0), iv.run_itl_design_effects(run, ok, gaps, [50.0, 99.0]), strict=True))
-                interval = iv.histogram_quantile_interval(gaps, q, confidence, deff=deffs[q])
+                if not itl_deffs:  # both percentiles' in one pass over the gaps
+                    itl_deffs = dict(zip(_QS, iv.run_itl_design_effects(run, ok, gaps, list(_QS)), strict=True))
+                interval = iv.histogram_quantile_interval(gaps, q, confidence, deff=itl_deffs[q])
             else:
                 values = selected(df, column, ok)
                 clusters = clusters_of(run, ok)

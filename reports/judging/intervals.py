@@ -77,6 +77,7 @@ __all__ = [
     "rate_interval",
     "run_itl_design_effect",
     "run_itl_design_effects",
+    "scopes_itl_design_effects",
     "share_design_effect",
 ]
 
@@ -269,35 +270,71 @@ def run_itl_design_effect(run: RunData, ok: np.ndarray, hist: ItlHistogram, q_pc
 
 def run_itl_design_effects(run: RunData, ok: np.ndarray, hist: ItlHistogram, qs_pct: list[float]) -> list[float]:
     """:func:`run_itl_design_effect` at each percentile of ``qs_pct``, all in one pass over the gaps."""
-    if run.itl is None or hist.size == 0:
-        return [1.0] * len(qs_pct)
-    e2e = dropped_nan(selected(run.requests, "e2e_s", ok))
-    # the median in place (numpy.nanmedian's, without its copy); none: the gaps of one request a cluster only
-    window = max(1.0, float(np.median(e2e, overwrite_input=True))) if e2e.size else None
-    del e2e
-    start = run.requests["start_epoch_s"].to_numpy(dtype=float)  # a view
-    firsts = [np.min(start[i : i + CHUNK], where=ok[i : i + CHUNK], initial=np.inf) for i in range(0, ok.size, CHUNK)]
-    t0 = float(min(firsts, default=np.inf))
-    per_request = [_ClusterShares() for _ in qs_pct]
-    grouped_counts, grouped_below = np.zeros(0), np.zeros((len(qs_pct), 0))
-    for rows, counts, belows in run.itl.gap_count_batches_at(ok, [float(v) for v in hist.percentiles(qs_pct)]):
-        for shares, below in zip(per_request, belows, strict=True):
+    return scopes_itl_design_effects(run, [(ok, hist)], qs_pct)[0]
+
+
+def scopes_itl_design_effects(
+    run: RunData, scopes: list[tuple[np.ndarray, ItlHistogram]], qs_pct: list[float]
+) -> list[list[float]]:
+    """:func:`run_itl_design_effect` of each scope (its requests ``ok`` and their gaps' histogram) at each percentile
+    of ``qs_pct``: ``out[scope][k]``, every scope and percentile in one pass over the gaps."""
+    live = [(i, _ScopeShares(run, ok, hist, qs_pct)) for i, (ok, hist) in enumerate(scopes) if hist.size]
+    out = [[1.0] * len(qs_pct) for _ in scopes]
+    if run.itl is None or not live:
+        return out
+    union = np.zeros(len(run.requests), dtype=bool)
+    for i, _ in live:
+        union |= scopes[i][0]
+    thresholds = [t for _, shares in live for t in shares.thresholds]
+    for rows, counts, belows in run.itl.gap_count_batches_at(union, thresholds):
+        for k, (i, shares) in enumerate(live):
+            sel = scopes[i][0][rows]
+            below = belows[k * len(qs_pct) : (k + 1) * len(qs_pct)]
+            shares.add(rows[sel], counts[sel], [b[sel] for b in below])
+    for i, shares in live:
+        out[i] = shares.design_effects()
+    return out
+
+
+class _ScopeShares:
+    """One scope's :func:`run_itl_design_effect` at several percentiles, its requests met a batch at a time."""
+
+    def __init__(self, run: RunData, ok: np.ndarray, hist: ItlHistogram, qs_pct: list[float]) -> None:
+        e2e = dropped_nan(selected(run.requests, "e2e_s", ok))
+        # the median in place (numpy.nanmedian's, without its copy); none: the gaps of one request a cluster only
+        self.window = max(1.0, float(np.median(e2e, overwrite_input=True))) if e2e.size else None
+        del e2e
+        self.start = run.requests["start_epoch_s"].to_numpy(dtype=float)  # a view
+        firsts = [
+            np.min(self.start[i : i + CHUNK], where=ok[i : i + CHUNK], initial=np.inf) for i in range(0, ok.size, CHUNK)
+        ]
+        self.t0 = float(min(firsts, default=np.inf))
+        self.thresholds = [float(v) for v in hist.percentiles(qs_pct)]
+        self.per_request = [_ClusterShares() for _ in qs_pct]
+        self.grouped_counts, self.grouped_below = np.zeros(0), np.zeros((len(qs_pct), 0))
+
+    def add(self, rows: np.ndarray, counts: np.ndarray, belows: list[np.ndarray]) -> None:
+        """The scope's requests at table positions ``rows``: their gap counts and, per percentile, gaps below it."""
+        for shares, below in zip(self.per_request, belows, strict=True):
             shares.add(below, counts)
-        if window is None or not rows.size:
-            continue
-        moment = ((start[rows] - t0) // window).astype(np.int64)
-        size = max(grouped_counts.size, int(moment.max()) + 1)
-        grouped_counts = np.pad(grouped_counts, (0, size - grouped_counts.size))
-        grouped_below = np.pad(grouped_below, ((0, 0), (0, size - grouped_below.shape[1])))
-        grouped_counts += np.bincount(moment, weights=counts.astype(float), minlength=size)
+        if self.window is None or not rows.size:
+            return
+        moment = ((self.start[rows] - self.t0) // self.window).astype(np.int64)
+        size = max(self.grouped_counts.size, int(moment.max()) + 1)
+        self.grouped_counts = np.pad(self.grouped_counts, (0, size - self.grouped_counts.size))
+        self.grouped_below = np.pad(self.grouped_below, ((0, 0), (0, size - self.grouped_below.shape[1])))
+        self.grouped_counts += np.bincount(moment, weights=counts.astype(float), minlength=size)
         for k, below in enumerate(belows):
-            grouped_below[k] += np.bincount(moment, weights=below.astype(float), minlength=size)
-    if window is None:
-        return [shares.design_effect() for shares in per_request]
-    return [
-        max(shares.design_effect(), _design_effect(grouped_below[k], grouped_counts))
-        for k, shares in enumerate(per_request)
-    ]
+            self.grouped_below[k] += np.bincount(moment, weights=below.astype(float), minlength=size)
+
+    def design_effects(self) -> list[float]:
+        """The larger of the two clusterings' design effects, per percentile."""
+        if self.window is None:
+            return [shares.design_effect() for shares in self.per_request]
+        return [
+            max(shares.design_effect(), _design_effect(self.grouped_below[k], self.grouped_counts))
+            for k, shares in enumerate(self.per_request)
+        ]
 
 
 class _ClusterShares:

@@ -19,7 +19,7 @@ from reports.data.columns import masked_sum, selected, workloads_in
 from reports.data.rundir import RunData
 from reports.judging.agent import has_agent_records, sessions, tool_call_counts, tool_call_latencies
 from reports.judging.breakdown import breakdown_figures
-from reports.judging.confidence import headline_intervals, run_confidence
+from reports.judging.confidence import headline_intervals, headline_itl_design_effects, run_confidence
 from reports.judging.fidelity import UNTRUSTED, Fidelity, evaluate_fidelity
 from reports.judging.figures import accounting, achieved_concurrency, length_figures
 from reports.judging.offered import offered_load
@@ -215,14 +215,15 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
     agent = has_agent_records(run)
     overall = _with_server(_block(run, spec, mask, gpus, price, agent=agent), run)  # cost: the run's, not a workload's
     level = run_confidence(run)
-    overall.update(headline_intervals(run, mask, overall["duration"], level))
     # Every workload with a record, judged or not: the rows' records add up to the run's.
     every = np.ones(len(df), dtype=bool)
     per_workload = {str(w): _block(run, spec, mask & _is(df, "workload", w), gpus, scope=_is(df, "workload", w),
                                    agent=agent)
                     for w in workloads_in(df, every)}  # fmt: skip
-    for w, block in per_workload.items():
-        block.update(headline_intervals(run, mask & _is(df, "workload", w), block["duration"], level))
+    deffs = headline_itl_design_effects(run, [mask, *(mask & _is(df, "workload", w) for w in per_workload)], level)
+    overall.update(headline_intervals(run, mask, overall["duration"], level, deffs[0]))
+    for (w, block), w_deffs in zip(per_workload.items(), deffs[1:], strict=True):
+        block.update(headline_intervals(run, mask & _is(df, "workload", w), block["duration"], level, w_deffs))
     failed = mask & ~df["ok"].fillna(False).astype(bool).to_numpy() if len(df) else mask
     errors = {str(k): int(v) for k, v in
               df.loc[failed, "error_category"].astype(object).fillna("unknown").value_counts().items()}  # fmt: skip

@@ -14,7 +14,7 @@ import pytest
 
 from reports import build_report
 from reports.data.rundir import load_run
-from reports.judging.intervals import run_itl_design_effect, run_itl_design_effects
+from reports.judging.intervals import run_itl_design_effect, run_itl_design_effects, scopes_itl_design_effects
 from workloads.rundir import SEGMENTS_DIR, read_requests_frame
 from workloads.rundir.segments import rows_to_batch, write_parquet_segment
 
@@ -142,3 +142,16 @@ def test_the_gaps_design_effect_met_a_batch_at_a_time_is_the_whole_arrays(run) -
     # both percentiles' in one pass over the gaps, as the summary asks them: each its own
     assert run_itl_design_effects(data, ok_rows, hist, [50.0, 99.0]) == pytest.approx(wants, rel=1e-9)
     assert wants[0] != pytest.approx(wants[1], rel=1e-3)  # told apart: a mix-up of the two would show
+
+
+def test_every_scopes_gap_design_effects_from_one_pass_are_each_scopes_own(run) -> None:  # type: ignore[no-untyped-def]
+    path, rows = run
+    data = load_run(path)
+    ok_rows = np.array([r["ok"] for r in rows])
+    workload = np.array([r["workload"] for r in rows])
+    scopes = [ok_rows, ok_rows & (workload == "chat"), ok_rows & (workload == "agent"), np.zeros(N, dtype=bool)]
+    hists = [data.itl_values(ok) for ok in scopes]
+    got = scopes_itl_design_effects(data, list(zip(scopes, hists, strict=True)), [50.0, 99.0])
+    want = [run_itl_design_effects(data, ok, hist, [50.0, 99.0]) for ok, hist in zip(scopes, hists, strict=True)]
+    assert got == want and got[-1] == [1.0, 1.0]
+    assert len({d for deffs in got[:-1] for d in deffs}) >= 4  # different figures: a mix-up would show
