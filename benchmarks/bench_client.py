@@ -23,15 +23,23 @@ import os
 import resource
 import statistics
 import sys
+import tempfile
 import time
 import urllib.request
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import gevent
 
 from emulator import EmulatorProcess
+from tests.wire import capture_unavailable
+from tests.wire.capture import Capture
+from tests.wire.compare import event_errors
 from workloads.client import CompletionRequest, LlmClient
+from workloads.rundir import RequestRecord
 
 
 def _blast_server(port_q: multiprocessing.Queue, tokens: int, pace_s: float | None = None) -> None:  # type: ignore[type-arg]
@@ -143,8 +151,23 @@ def bench_events(users: int, tokens: int, seconds: float, pace_s: float | None =
     )
 
 
-def bench_ttft(concurrency: int, rounds: int, ttft_ms: float, itl_ms: float, tokens: int) -> None:
-    with EmulatorProcess(
+def bench_ttft(concurrency: int, rounds: int, ttft_ms: float, itl_ms: float, tokens: int, wire: bool) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        with ExitStack() as stack:
+            emu = stack.enter_context(_emulator(ttft_ms, itl_ms, concurrency))
+            # The loopback capture: tcpdump's kernel stamps of the POST and first-token packets, a reference that
+            # neither the client's loop nor the emulator's (late to stamp 1,000 requests arriving together) moves.
+            port = int(emu.url.rsplit(":", 1)[1])
+            cap = stack.enter_context(Capture(port, Path(tmp) / "lo.pcap", cpu=1)) if wire else None
+            records, client_cpu, emu_cpu = _streams(emu, concurrency, rounds, ttft_ms, tokens)
+            truth = {t["request_id"]: t for t in json.load(urllib.request.urlopen(f"{emu.url}/emulator/truth"))}
+        _print_ttft(records, truth, concurrency, ttft_ms, itl_ms, client_cpu, emu_cpu)
+        if cap is not None:  # stopped: its file is whole
+            _print_wire(records, cap, concurrency)
+
+
+def _emulator(ttft_ms: float, itl_ms: float, concurrency: int) -> EmulatorProcess:
+    return EmulatorProcess(
         "--ttft-ms",
         str(ttft_ms),
         "--itl-ms",
@@ -153,36 +176,57 @@ def bench_ttft(concurrency: int, rounds: int, ttft_ms: float, itl_ms: float, tok
         "0",
         "--max-num-seqs",
         str(concurrency * 2),
-    ) as emu:
-        if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
-            os.sched_setaffinity(emu._proc.pid, {1})  # emulator and client on different cores
-            os.sched_setaffinity(0, {0})
-        req = CompletionRequest(
-            "bench", messages=[{"role": "user", "content": "x"}], max_tokens=tokens, ignore_eos=True
-        )
-        records = []
+    )
 
-        def user(i: int) -> None:
-            client = LlmClient(emu.url)
-            client.complete(CompletionRequest("warm", messages=[], max_tokens=1), "m")  # connect first
-            gevent.sleep((i % 50) * ttft_ms / 50_000)  # spread starts over one TTFT
-            for _ in range(rounds):
-                records.append(client.complete(req, "m"))
-            client.close()
 
-        import psutil
+def _streams(
+    emu: EmulatorProcess, concurrency: int, rounds: int, ttft_ms: float, tokens: int
+) -> tuple[list[RequestRecord], float, float]:
+    """``concurrency`` users stream ``rounds`` answers each; their records and the client's and emulator's CPU."""
+    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
+        os.sched_setaffinity(emu._proc.pid, {1})  # emulator and client on different cores
+        os.sched_setaffinity(0, {0})
+    req = CompletionRequest(
+        "bench", messages=[{"role": "user", "content": "x"}], max_tokens=tokens, ignore_eos=True
+    )
+    records = []
 
-        emu_proc = psutil.Process(emu._proc.pid)
-        e0 = emu_proc.cpu_times()
-        ru0 = resource.getrusage(resource.RUSAGE_SELF)
-        w0 = time.perf_counter()
-        gevent.joinall([gevent.spawn(user, i) for i in range(concurrency)])
-        wall = time.perf_counter() - w0
-        ru1 = resource.getrusage(resource.RUSAGE_SELF)
-        e1 = emu_proc.cpu_times()
-        client_cpu = (ru1.ru_utime - ru0.ru_utime + ru1.ru_stime - ru0.ru_stime) / wall
-        emu_cpu = (e1.user - e0.user + e1.system - e0.system) / wall
-        truth = {t["request_id"]: t for t in json.load(urllib.request.urlopen(f"{emu.url}/emulator/truth"))}
+    def user(i: int) -> None:
+        client = LlmClient(emu.url)
+        client.complete(CompletionRequest("warm", messages=[], max_tokens=1), "m")  # connect first
+        gevent.sleep((i % 50) * ttft_ms / 50_000)  # spread starts over one TTFT
+        for _ in range(rounds):
+            records.append(client.complete(req, "m"))
+        client.close()
+
+    import psutil
+
+    emu_proc = psutil.Process(emu._proc.pid)
+    e0 = emu_proc.cpu_times()
+    ru0 = resource.getrusage(resource.RUSAGE_SELF)
+    w0 = time.perf_counter()
+    gevent.joinall([gevent.spawn(user, i) for i in range(concurrency)])
+    wall = time.perf_counter() - w0
+    ru1 = resource.getrusage(resource.RUSAGE_SELF)
+    e1 = emu_proc.cpu_times()
+    client_cpu = (ru1.ru_utime - ru0.ru_utime + ru1.ru_stime - ru0.ru_stime) / wall
+    emu_cpu = (e1.user - e0.user + e1.system - e0.system) / wall
+    return records, client_cpu, emu_cpu
+
+
+def _pct(xs: list[float], p: float) -> float:
+    return xs[min(len(xs) - 1, int(p / 100 * len(xs)))]
+
+
+def _print_ttft(
+    records: list[RequestRecord],
+    truth: dict[str, dict[str, Any]],
+    concurrency: int,
+    ttft_ms: float,
+    itl_ms: float,
+    client_cpu: float,
+    emu_cpu: float,
+) -> None:
     errors = sorted(abs(r.ttft_s - truth[r.request_id]["ttft_s"]) * 1000 for r in records if r.ok and r.ttft_s)
     # The same without the request's way in (the emulator stamps a request when its loop reads it, late when 1,000
     # arrive together): from the stream's first event (the role chunk, written as the request takes its slot).
@@ -199,10 +243,7 @@ def bench_ttft(concurrency: int, rounds: int, ttft_ms: float, itl_ms: float, tok
         for a, b in zip(r.itl_gaps_s, truth[r.request_id]["itl_s"], strict=False)
     )
     failed = sum(not r.ok for r in records)
-
-    def pct(xs: list[float], p: float) -> float:
-        return xs[min(len(xs) - 1, int(p / 100 * len(xs)))]
-
+    pct = _pct
     print(
         f"ttft: {concurrency} concurrent streams, {len(records)} requests ({failed} failed), imposed TTFT "
         f"{ttft_ms:g} ms ITL {itl_ms:g} ms: |client - emulator| TTFT p50 {statistics.median(errors):.3f} ms, "
@@ -213,6 +254,18 @@ def bench_ttft(concurrency: int, rounds: int, ttft_ms: float, itl_ms: float, tok
         f"ttft: {concurrency} streams, first event → first token against the truth's: p50 "
         f"{statistics.median(read_errors):.3f} ms, p99 {pct(read_errors, 99):.3f} ms, max {read_errors[-1]:.3f} ms; "
         f"{late} of {len(read_errors)} TTFTs flagged late by the client"
+    )
+
+
+def _print_wire(records: list[RequestRecord], cap: Capture, concurrency: int) -> None:
+    """Each record's TTFT against the wire's (POST packet → first token packet), the independent reference."""
+    wire = {ex.request_id: ex for ex in cap.exchanges() if ex.request_id}
+    done = [r for r in records if r.ok and r.ttft_s is not None]
+    errors = sorted(abs(event_errors(r, wire[r.request_id]).ttft_error_s) * 1000 for r in done if r.request_id in wire)
+    print(
+        f"ttft: {concurrency} streams, |client - wire| TTFT (tcpdump's stamps of the POST and first-token packets): "
+        f"p50 {statistics.median(errors):.3f} ms, p99 {_pct(errors, 99):.3f} ms, max {errors[-1]:.3f} ms over "
+        f"{len(errors)} of {len(done)} records; tcpdump dropped {cap.dropped or 0} packets"
     )
 
 
@@ -228,12 +281,16 @@ def main() -> None:
         help="concurrent streams of the TTFT runs, comma-separated (default 200,500; issue #32's bound: 1000)",
     )
     args = p.parse_args()
+    why_not = capture_unavailable()
+    wire = why_not is None
+    if not args.events_only and why_not:
+        print(f"ttft: no wire reference ({why_not}); the emulator's truth only")
     if not args.ttft_only:
         bench_events(users=32, tokens=256, seconds=args.seconds)
         bench_events(users=400, tokens=256, seconds=args.seconds, pace_s=0.01)
     if not args.events_only:
         for concurrency in args.streams:
-            bench_ttft(concurrency, rounds=3, ttft_ms=300, itl_ms=50, tokens=32)
+            bench_ttft(concurrency, rounds=3, ttft_ms=300, itl_ms=50, tokens=32, wire=wire)
 
 
 if __name__ == "__main__":

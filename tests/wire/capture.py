@@ -59,11 +59,11 @@ class Capture:
     def start(self, timeout_s: float = 10.0) -> None:
         """Start tcpdump and wait until it captures."""
         # -U/--immediate-mode: each packet reaches the file at once (the probe below sees it);
-        # -B 16384: a 16 MiB kernel buffer, so a busy machine does not make tcpdump drop packets;
+        # -B 131072: a 128 MiB kernel buffer, so a busy machine does not make tcpdump drop packets;
         # -Z root: Debian's tcpdump would otherwise drop to a user that cannot write a test's tmp dir.
         # Under timeout(1), which passes our SIGINT on: it ends after max_s even if this process dies.
         cmd = ["timeout", "-s", "INT", str(self._max_s), "tcpdump", "-i", "lo", "-n", "-U", "--immediate-mode",
-               "-s", "0", "-B", "16384", "--time-stamp-precision", "nano", "-Z", "root", "-w", str(self.path),
+               "-s", "0", "-B", "131072", "--time-stamp-precision", "nano", "-Z", "root", "-w", str(self.path),
                f"tcp port {self.port}"]  # fmt: skip
         if self._cpu is not None:
             cmd = pinned(cmd, self._cpu)

@@ -67,16 +67,26 @@ def _locust(tmp_path: Path, host: str, users: int, tokens: int, seconds: int, cp
     return proc.returncode, out
 
 
-def captured_run(tmp_path: Path, *, users: int, tokens: int, seconds: int, neighbours: int = 0) -> WireRun:
-    """Emulator (TTFT 20 ms, ITL 3 ms) on one core, tcpdump beside it, Locust on the other core
+def captured_run(
+    tmp_path: Path,
+    *,
+    users: int,
+    tokens: int,
+    seconds: int,
+    neighbours: int = 0,
+    ttft_ms: int = 20,
+    itl_ms: int = 3,
+    max_num_seqs: int = 256,
+) -> WireRun:
+    """Emulator (TTFT 20 ms, ITL 3 ms unless asked) on one core, tcpdump beside it, Locust on the other core
     with ``neighbours`` busy loops; every record matched to its exchange on the wire."""
     cpus = two_cpus()
     if cpus is None:
         raise RunFailed("needs two CPU cores: one for the client, one for the server")
     client_cpu, server_cpu = cpus
     with ExitStack() as stack:
-        emu = stack.enter_context(PinnedEmulator("--ttft-ms", "20", "--itl-ms", "3", "--prefill-us-per-token", "0",
-                                                 cpu=server_cpu))  # fmt: skip
+        timing = ("--ttft-ms", str(ttft_ms), "--itl-ms", str(itl_ms), "--prefill-us-per-token", "0")
+        emu = stack.enter_context(PinnedEmulator(*timing, "--max-num-seqs", str(max_num_seqs), cpu=server_cpu))
         cap = stack.enter_context(Capture(emu.port, tmp_path / "lo.pcap", cpu=server_cpu))
         if neighbours:
             stack.enter_context(BusyNeighbours(neighbours, client_cpu, duration_s=seconds + 30))
