@@ -9,8 +9,8 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from scipy import stats
 
+from reports.judging.distributions import norm_ppf
 from reports.judging.interval_math import (
     Interval,
     alpha_of,
@@ -92,7 +92,7 @@ def needed_samples_proportion(k: int, n: int, threshold: float, confidence: floa
     alpha = alpha_of(confidence)
     if n <= 0 or k / n == threshold:
         return None
-    p, z, deff = k / n, float(stats.norm.ppf(1 - alpha / 2)), max(1.0, deff)
+    p, z, deff = k / n, norm_ppf(1 - alpha / 2), max(1.0, deff)
 
     def conclusive(total: int) -> bool:
         n_eff = total / deff

@@ -12,7 +12,8 @@ from functools import lru_cache
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+
+from reports.judging.distributions import binom_cdf, binom_ppf
 
 __all__ = [
     "CHUNK",
@@ -70,15 +71,15 @@ def level_of(q_pct: float) -> float:
 def lower_rank(m: int, q: float, a: float) -> float | None:
     """The (1-based, fractional) rank in ``m`` samples whose chance of lying above the true q-quantile is ``a``:
     rank l is above it when fewer than l samples are at or below it, P = binom.cdf(l − 1, m, q)."""
-    if m < 1 or stats.binom.cdf(0, m, q) > a:
+    if m < 1 or binom_cdf(0, m, q) > a:
         return None
-    lo = int(stats.binom.ppf(a, m, q))  # smallest k with cdf(k) >= a
+    lo = binom_ppf(a, m, q)  # smallest k with cdf(k) >= a
     lo = max(1, min(lo, m))
-    while lo > 1 and stats.binom.cdf(lo - 1, m, q) > a:  # guard ppf's rounding
+    while lo > 1 and binom_cdf(lo - 1, m, q) > a:  # guard ppf's rounding
         lo -= 1
-    while lo < m and stats.binom.cdf(lo, m, q) <= a:
+    while lo < m and binom_cdf(lo, m, q) <= a:
         lo += 1
-    c0, c1 = float(stats.binom.cdf(lo - 1, m, q)), float(stats.binom.cdf(lo, m, q))
+    c0, c1 = binom_cdf(lo - 1, m, q), binom_cdf(lo, m, q)
     w = (a - c0) / (c1 - c0) if c1 > c0 else 0.0
     return min(lo + max(0.0, min(1.0, w)), float(m))
 

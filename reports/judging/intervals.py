@@ -38,10 +38,10 @@ import math
 from fractions import Fraction
 
 import numpy as np
-from scipy import optimize, special, stats
 
 from reports.data.columns import dropped_nan, selected
 from reports.data.rundir import RunData
+from reports.judging.distributions import chi2_ppf, gammainc, gammaincc, norm_ppf, root, t_ppf
 from reports.judging.interval_changes import (
     change_interval_pct,
     needed_samples_proportion,
@@ -187,7 +187,7 @@ def proportion_interval(k: int, n: int, confidence: float, deff: float = 1.0) ->
     if n <= 0:
         return Interval(0.0, 1.0, confidence, 0, 0.0)
     n_eff = n / max(1.0, deff)
-    low, high = wilson(k / n, n_eff, float(stats.norm.ppf(1 - alpha / 2)))
+    low, high = wilson(k / n, n_eff, norm_ppf(1 - alpha / 2))
     return Interval(low, high, confidence, n, n_eff)
 
 
@@ -213,15 +213,15 @@ def _poisson_mid_p(x: float, alpha: float) -> tuple[float, float]:
         return math.exp(x * math.log(lam) - lam - math.lgamma(x + 1))
 
     def above(lam: float) -> float:  # P(X > x) + ½P(X = x), rising with lam
-        return float(special.gammainc(x, lam)) - 0.5 * pmf(lam) - a
+        return float(gammainc(x, lam)) - 0.5 * pmf(lam) - a
 
     def below(lam: float) -> float:  # P(X < x) + ½P(X = x), falling with lam
-        return float(special.gammaincc(x + 1, lam)) - 0.5 * pmf(lam) - a
+        return float(gammaincc(x + 1, lam)) - 0.5 * pmf(lam) - a
 
-    exact_low = max(float(stats.chi2.ppf(a, 2 * x)) / 2, 1e-300)  # Garwood's bounds contain the mid-p ones
-    exact_high = float(stats.chi2.ppf(1 - a, 2 * x + 2)) / 2
-    low = optimize.brentq(above, exact_low, x + 1) if above(exact_low) < 0 < above(x + 1) else exact_low
-    high = optimize.brentq(below, x, exact_high) if below(x) > 0 > below(exact_high) else exact_high
+    exact_low = max(chi2_ppf(a, 2 * x) / 2, 1e-300)  # Garwood's bounds contain the mid-p ones
+    exact_high = chi2_ppf(1 - a, 2 * x + 2) / 2
+    low = root(above, exact_low, x + 1) if above(exact_low) < 0 < above(x + 1) else exact_low
+    high = root(below, x, exact_high) if below(x) > 0 > below(exact_high) else exact_high
     return float(low), float(high)
 
 
@@ -254,7 +254,7 @@ def mean_interval(values: np.ndarray, confidence: float, clusters: np.ndarray | 
         resid = sums - mean * counts
         var_cluster = g / (g - 1) * float(np.dot(resid, resid)) / n**2
         deff, df = (max(1.0, var_cluster / var_iid) if var_iid > 0 else 1.0), g - 1
-    half = float(stats.t.ppf(1 - alpha / 2, df)) * math.sqrt(var_iid * deff)
+    half = t_ppf(1 - alpha / 2, df) * math.sqrt(var_iid * deff)
     return Interval(mean - half, mean + half, confidence, n, n / deff)
 
 

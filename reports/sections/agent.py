@@ -6,10 +6,9 @@ TTFT beside the prefix-cache hit rate over time (interactive charts). The defini
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.axes import Axes
 
 from reports.data.columns import dropped_nan, selected, workloads_in
 from reports.data.rundir import RunData
@@ -23,9 +22,12 @@ from reports.judging.agent import (
 from reports.judging.summary import RunSummary
 from reports.judging.targets import target_labels, target_mask
 from reports.render.charts import Chart, series
-from reports.render.plots import _STYLE, MIN_FONT_PT, binned_percentiles, figure_png, new_figure, time_bins
+from reports.render.plots import MIN_FONT_PT, binned_percentiles, figure_png, new_figure, report_style, time_bins
 from reports.render.timeseries import TIME_LABEL, cache_charts
 from reports.sections.headline import HeadlineRow, headline_rows
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 __all__ = ["AgentView", "agent_view", "cache_rows"]
 
@@ -89,7 +91,7 @@ def _distributions_png(run: RunData, mask: np.ndarray) -> str:
     fig, axes_2d = new_figure(1, 3 if calls else 2, 4.5)
     steps_ax, session_ax = axes_2d[0][:2]
     tool_ax = axes_2d[0][2] if calls else None
-    with plt.rc_context(_STYLE):
+    with report_style():
         groups = _groups(run, mask)
         found = [sessions(run, judged, rows) for _, judged, rows in groups]
         top = max((int(s.steps.max()) for s in found if s.steps.size), default=1)

@@ -7,14 +7,16 @@ the parts before it, so the bar still ends at the total."""
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
+from typing import TYPE_CHECKING
+
 import numpy as np
-from matplotlib.axes import Axes
-from matplotlib.patches import Patch
 
 from reports.judging.breakdown import Split
 from reports.judging.formats import ms
-from reports.render.plots import _STYLE, MIN_FONT_PT, figure_png, new_figure
+from reports.render.plots import MIN_FONT_PT, figure_png, new_figure, report_style
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 __all__ = ["PART_COLOURS", "split_png"]
 
@@ -56,7 +58,9 @@ def split_png(labels: list[str], splits: list[Split]) -> str:
     """Two panels, TTFT (overhead, queue, prefill) and E2E (and decode, tail), one row per ``labels``."""
     height = 1.6 + 0.42 * len(labels)
     fig, axes = new_figure(1, 2, height)
-    with plt.rc_context(_STYLE):
+    from matplotlib.patches import Patch  # loaded by new_figure (render.plots.pyplot)
+
+    with report_style():
         ttft_ax, e2e_ax = axes[0]
         _bars(ttft_ax, labels, [s.ttft_parts_ms for s in splits], [s.ttft_ms for s in splits])
         ttft_ax.set_title("TTFT = overhead + queue + prefill")

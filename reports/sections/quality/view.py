@@ -8,12 +8,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pyarrow.compute as pc
-from matplotlib.axes import Axes
 
 from reports.data.columns import workloads_in
 from reports.data.rundir import RunData
@@ -21,9 +19,12 @@ from reports.judging.quality import check_names, check_status, is_quality_metric
 from reports.judging.slo_spec import SloSpec
 from reports.judging.summary import RunSummary
 from reports.render.charts import Chart, Series, series
-from reports.render.plots import _STYLE, figure_png, new_figure, side_legend, time_bins
+from reports.render.plots import figure_png, new_figure, report_style, side_legend, time_bins
 from reports.render.timeseries import TIME_LABEL
 from workloads.rundir import iter_batches, read_capacity, read_load, read_sweep
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 log = logging.getLogger("tokenstorm")
 
@@ -194,7 +195,7 @@ def _load_png(run: RunData, mask: np.ndarray) -> tuple[str | None, str]:
         return None, axis
     index = np.searchsorted(levels, users)
     fig, axes = new_figure(1, 2, 3.6)
-    with plt.rc_context(_STYLE):
+    with report_style():
         for ax, title, groups in (
             (axes[0][0], "Every check, per workload", [(w, overall, np.asarray(df["workload"] == w))
                                                      for w in workloads_in(df, counted & (overall >= 0))]),

@@ -10,19 +10,20 @@ Percentiles from too few requests (:data:`workloads.rundir.SWEEP_MIN_REQUESTS`) 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.artist import Artist
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
-from matplotlib.ticker import MaxNLocator
 
 from reports.judging.slo import per_request_spec
 from reports.judging.slo_spec import SloSpec, SloTarget
 from reports.render.plots import MIN_FONT_PT, new_figure
 from workloads.rundir import SWEEP_METRICS, SWEEP_MIN_REQUESTS, SWEEP_PERCENTILES, SweepLevel
+
+if TYPE_CHECKING:
+    from matplotlib.artist import Artist
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
 
 __all__ = ["LOW_SAMPLE_LABEL", "OFFERED_LABEL", "sweep_figures"]
 
@@ -56,6 +57,8 @@ def _workloads(levels: list[SweepLevel]) -> list[str]:
 def _offered_axis(ax: Axes) -> None:
     ax.set_xlabel(OFFERED_LABEL)
     ax.set_xlim(left=0)
+    from matplotlib.ticker import MaxNLocator  # matplotlib loads when a figure is drawn (render.plots.pyplot)
+
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # users are whole
 
 
@@ -157,6 +160,8 @@ def _figure_legend(fig: Figure, handles: Sequence[Artist]) -> None:
 
 def _legend_handles(knee: SweepLevel | None, targets: list[SloTarget], achieved: bool) -> list[Line2D]:
     """One legend for the whole grid: every panel draws the same series."""
+    from matplotlib.lines import Line2D  # matplotlib loads when a figure is drawn (render.plots.pyplot)
+
     handles = [Line2D([], [], color=_COLOURS[p], linestyle=_STYLES[p][1], marker=_STYLES[p][0], label=f"p{p}")
                for p in SWEEP_PERCENTILES]  # fmt: skip
     handles.append(Line2D([], [], color="0.3", marker="o", markerfacecolor="white", linestyle="none",
