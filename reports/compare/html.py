@@ -9,20 +9,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import jinja2
-
 from reports.compare.headline import errors_cell, headline_rows, sentences, status_line
 from reports.compare.model import SECTION_TITLES, SECTIONS, fmt_delta, fmt_interval, fmt_value
 from reports.compare.text import mark as text_mark
 from reports.compare.text import marks_legend
+from reports.render.templates import page_environment
 
 __all__ = ["render_comparison"]
 
-_ENV = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(Path(__file__).resolve().parent),
-    autoescape=True,
-    undefined=jinja2.StrictUndefined,
-)
+_ENV = page_environment([Path(__file__).resolve().parent])
 
 
 def _cell(row: dict[str, Any], i: int, value: str, threshold_pct: float) -> dict[str, Any]:

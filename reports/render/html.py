@@ -9,8 +9,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import jinja2
-
 from reports.data.rundir import RunData
 from reports.judging import formats
 from reports.judging.confidence import run_confidence
@@ -23,6 +21,7 @@ from reports.judging.targets import COMPARED
 from reports.judging.verdict_words import ci_text, needed_text, target_verdict, verdict_title
 from reports.render.charts import page_json, script_assets
 from reports.render.distributions import distribution_charts
+from reports.render.templates import page_environment
 from reports.render.timeseries import timeseries_charts
 from reports.sections.agent import agent_view, cache_rows
 from reports.sections.breakdown.view import breakdown_view
@@ -43,14 +42,8 @@ from reports.sections.sweep.model import sweep_view
 __all__ = ["render_report"]
 
 _HERE = Path(__file__).resolve().parent
-_ENV = jinja2.Environment(
-    # each section's template part lives beside its view (reports/sections/NAME/)
-    loader=jinja2.FileSystemLoader(
-        [str(_HERE), *(str(_HERE.parent / "sections" / name) for name in ("quality", "sweep", "breakdown"))]
-    ),
-    autoescape=True,  # server messages, model names and options are untrusted text
-    undefined=jinja2.StrictUndefined,
-)
+# each section's template part lives beside its view (reports/sections/NAME/)
+_ENV = page_environment([_HERE, *(_HERE.parent / "sections" / name for name in ("quality", "sweep", "breakdown"))])
 #: the page's number formats, one per unit (reports/judging/formats.py), as the templates call them
 _FORMATS = {
     "num": formats.number,
