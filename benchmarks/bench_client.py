@@ -158,7 +158,8 @@ def bench_ttft(concurrency: int, rounds: int, ttft_ms: float, itl_ms: float, tok
             # The loopback capture: tcpdump's kernel stamps of the POST and first-token packets, a reference that
             # neither the client's loop nor the emulator's (late to stamp 1,000 requests arriving together) moves.
             port = int(emu.url.rsplit(":", 1)[1])
-            cap = stack.enter_context(Capture(port, Path(tmp) / "lo.pcap", cpu=1)) if wire else None
+            core = 1 if (os.cpu_count() or 1) > 1 else None  # beside the emulator, off the client's core
+            cap = stack.enter_context(Capture(port, Path(tmp) / "lo.pcap", cpu=core)) if wire else None
             records, client_cpu, emu_cpu = _streams(emu, concurrency, rounds, ttft_ms, tokens)
             truth = {t["request_id"]: t for t in json.load(urllib.request.urlopen(f"{emu.url}/emulator/truth"))}
         _print_ttft(records, truth, concurrency, ttft_ms, itl_ms, client_cpu, emu_cpu)
@@ -186,9 +187,7 @@ def _streams(
     if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > 1:
         os.sched_setaffinity(emu._proc.pid, {1})  # emulator and client on different cores
         os.sched_setaffinity(0, {0})
-    req = CompletionRequest(
-        "bench", messages=[{"role": "user", "content": "x"}], max_tokens=tokens, ignore_eos=True
-    )
+    req = CompletionRequest("bench", messages=[{"role": "user", "content": "x"}], max_tokens=tokens, ignore_eos=True)
     records = []
 
     def user(i: int) -> None:
@@ -262,6 +261,9 @@ def _print_wire(records: list[RequestRecord], cap: Capture, concurrency: int) ->
     wire = {ex.request_id: ex for ex in cap.exchanges() if ex.request_id}
     done = [r for r in records if r.ok and r.ttft_s is not None]
     errors = sorted(abs(event_errors(r, wire[r.request_id]).ttft_error_s) * 1000 for r in done if r.request_id in wire)
+    if not errors:
+        print(f"ttft: {concurrency} streams, no record found on the wire ({len(done)} records, {len(wire)} exchanges)")
+        return
     print(
         f"ttft: {concurrency} streams, |client - wire| TTFT (tcpdump's stamps of the POST and first-token packets): "
         f"p50 {statistics.median(errors):.3f} ms, p99 {_pct(errors, 99):.3f} ms, max {errors[-1]:.3f} ms over "

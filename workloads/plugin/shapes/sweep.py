@@ -150,7 +150,7 @@ class SweepShape(LoadTestShape):
             self._tail, self._tail_of, self._pending = writer.tail(), writer, []
 
     def _judge(self, end: float) -> SweepLevel:
-        from reports import load_slo_spec, measure_sweep_level  # pandas, matplotlib: on the master only
+        from reports import load_slo_spec, measure_sweep_level  # pandas, scipy.special: on the master only
 
         assert self.runner is not None
         ctx = context(self.runner.environment)
