@@ -141,7 +141,9 @@ def test_a_password_in_the_url_is_sent_as_basic_auth_and_shown_nowhere(tmp_path:
         time.sleep(4)
         cmdlines = _children_cmdlines(proc.pid)
         console, _ = proc.communicate(timeout=120)
-    assert proc.returncode in (0, 1, 6), console[-3000:]
+    # The echoing 500s are drawn at random: past half of a short run's requests the run fails as a whole (3).
+    failed_share = "RUN_FAILED — " in console and "of requests failed" in console
+    assert proc.returncode in (0, 1, 6) or (proc.returncode == 3 and failed_share), console[-3000:]
     run_dir = next((tmp_path / "runs").iterdir())
     records = list(read_records(run_dir))
     echoed = [r.error_detail for r in records if r.error_detail and "Authorization" in r.error_detail]
