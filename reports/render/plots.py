@@ -16,6 +16,7 @@ grey span labelled :data:`WARMUP_LABEL`, so the start of a run does not read as 
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import math
 from collections.abc import Callable
@@ -72,10 +73,11 @@ _STYLE: dict[Any, Any] = {
 }
 
 
+@functools.cache
 def pyplot() -> ModuleType:
-    """matplotlib's pyplot on the Agg backend, imported when a figure is first drawn: a report with none to draw
-    (a plain run's: its charts are drawn in the browser), and a master checking its SLO file, never pay its ~0.3 s
-    of CPU."""
+    """matplotlib's pyplot on the Agg backend (chosen once), imported when a figure is first drawn: a report with
+    none to draw (a plain run's: its charts are drawn in the browser), and a master checking its SLO file, never
+    pay its ~0.3 s of CPU."""
     import matplotlib
 
     matplotlib.use("Agg")
