@@ -139,6 +139,8 @@ class LlmClient:
         #: text and tool calls together (``last_answer``)
         self.last_text = ""
         self.last_answer = Answer()
+        #: when the last request's clock started (``perf_counter``: its bytes left, after any connect)
+        self.last_sent = 0.0
         #: model id -> owned_by, from the last /v1/models ("tokenstorm" means the emulator)
         self.models_owned_by: dict[str, str] = {}
 
@@ -317,6 +319,7 @@ class LlmClient:
             # with the socket, so the next request starts on a clean connection.
             if resp is None or not resp.complete:
                 conn.close()
+        self.last_sent = t0
         if resp is not None:
             record.read_lag_max_s = resp.read_lag_max_s
         # The agent loop ends with an answer that calls no tool (or where the traffic model planned its end).

@@ -63,9 +63,10 @@ def test_two_workers_send_the_runs_poisson_schedule_each_arrival_once(locust_run
     assert not [j for j in range(sent[-1]) if j not in set(sent) and j < sent[-1] - 200]  # the last second's
     # ... each at its time: the seed's one Poisson schedule at 200/s (the request left within ms of it).
     schedule = np.array(list(itertools.islice(arrival_offsets(200.0, True, 0), sent[-1] + 1)))
-    due = {_arrival(r): r["start_epoch_s"] - r["send_lag_s"] for r in records}
-    first = min(due)
-    errors = np.array([due[j] - due[first] - (schedule[j] - schedule[first]) for j in sorted(due)])
+    # Against the schedule's zero as the records place it (their median): not any one record's, whose own
+    # read of the clock may be late (in CI, the first's was 1.1 ms off and every other seemed so).
+    offsets = np.array([r["start_epoch_s"] - r["send_lag_s"] - schedule[_arrival(r)] for r in records])
+    errors = offsets - np.median(offsets)
     assert np.median(np.abs(errors)) < 0.001, np.percentile(np.abs(errors), [50, 99, 100])
     # What the server saw: 200 req/s (within 2%), Poisson (inter-arrival CV within 0.1 of 1).
     times = _scheduled([r for r in records if r["error_category"] != "cancelled" and not r["warmup"]])  # judged

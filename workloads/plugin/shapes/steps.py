@@ -94,7 +94,7 @@ class ScheduledSender(User):
     def _send(self, req: CompletionRequest, scheduled: float, label: str = "", url: str = "") -> None:
         idle = self.idle[label]
         client = idle.pop() if idle else run_client(self.environment, url, target=label)
-        record = send(self.environment, client, req, self.models[label], send_lag_s=time.perf_counter() - scheduled)
+        record = send(self.environment, client, req, self.models[label], scheduled=scheduled)
         if record.error_category != ErrorCategory.CANCELLED:
             idle.append(client)
         else:

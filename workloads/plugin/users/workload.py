@@ -85,12 +85,16 @@ def apply_run_options(opts: RunOptions, req: CompletionRequest, default_max_toke
 
 
 def send(environment: Environment, client: LlmClient, req: CompletionRequest, model: str,
-         default_max_tokens: int = 128, send_lag_s: float | None = None) -> RequestRecord:  # fmt: skip
-    """Send ``req`` with the run's options, keep its record, show it in the live stats."""
+         default_max_tokens: int = 128, scheduled: float | None = None) -> RequestRecord:  # fmt: skip
+    """Send ``req`` with the run's options, keep its record, show it in the live stats. ``scheduled``: when an
+    open-loop request was due (``perf_counter``); its ``send_lag_s`` runs from then to its clock's start (its
+    bytes left, after any connect), so that its start less its lag is the time it was due."""
     ctx = context(environment)
     settings = ctx.workload_settings.get(req.workload)
     in_api(req, (settings.api if settings is not None else "") or ctx.options.api)
     record = client.complete(apply_run_options(ctx.options, req, default_max_tokens), model)
+    if scheduled is not None:
+        record.send_lag_s = max(0.0, client.last_sent - scheduled)
     checks = settings.checks if settings is not None else ()
     if record.ok and (req.checks or checks):
         # The answer's checks, after its last byte was read and its record timed, in the checks' own process:
@@ -106,8 +110,6 @@ def send(environment: Environment, client: LlmClient, req: CompletionRequest, mo
             ctx.emit(record)
             _fire_stats(environment, record)
             raise
-    if send_lag_s is not None:
-        record.send_lag_s = max(0.0, send_lag_s)
     ctx.emit(record)
     if record.error_category != ErrorCategory.CANCELLED:  # stopped by the load test: not a result
         _fire_stats(environment, record)
