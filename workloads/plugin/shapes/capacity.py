@@ -25,10 +25,10 @@ from typing import Any
 
 from locust import LoadTestShape
 
-from ...rundir import CapacityStep, ErrorCategory, RecordTail, write_capacity
+from ...rundir import CapacityStep, ErrorCategory, write_capacity
 from ...rundir.sweep import BROKEN, INCONCLUSIVE
 from ..core.context import context, current_options
-from .levels import capacity_result, judge_step, judged_load, untrusted_reason
+from .levels import RunRecords, capacity_result, judge_step, judged_load, untrusted_reason
 
 __all__ = ["CapacitySearchShape"]
 
@@ -45,9 +45,7 @@ class CapacitySearchShape(LoadTestShape):
         self._step_started = 0.0
         self._users = 0
         self._done = False
-        self._tail: RecordTail | None = None
-        self._tail_of: object = None  # the writer the tail is fed by (one per run)
-        self._pending: list[dict[str, Any]] = []
+        self._records = RunRecords()
         self._extended = False  # the current step was inconclusive once and is held a second step time
 
     def tick(self) -> tuple[int, float] | None:
@@ -55,7 +53,7 @@ class CapacitySearchShape(LoadTestShape):
             return None
         opts = current_options(self.runner.environment)
         now = self.get_run_time()
-        self._follow(context(self.runner.environment).writer)  # from the first tick: no record missed
+        self._records.follow(context(self.runner.environment).writer)
         if self._users == 0:
             self._users, self._step_started = opts.capacity_start, now
         elif now - self._step_started >= opts.capacity_step_time_s * (2 if self._extended else 1):
@@ -91,22 +89,8 @@ class CapacitySearchShape(LoadTestShape):
     def _step_records(self, lo: float, hi: float) -> list[dict[str, Any]]:
         """This step's records started in ``[lo, hi)`` (epoch seconds), cancelled ones left out."""
         assert self.runner is not None
-        ctx = context(self.runner.environment)
-        if ctx.run_dir is None:
-            return []
-        ctx.flush()
-        self._follow(ctx.writer)
-        if self._tail is None:
-            return []
-        self._pending = [r for r in (*self._pending, *self._tail.read_new())
-                         if float(r.get("start_epoch_s") or 0.0) >= lo]  # fmt: skip
-        return [r for r in self._pending if float(r.get("start_epoch_s") or 0.0) < hi
-                and r.get("error_category") != ErrorCategory.CANCELLED]  # fmt: skip
-
-    def _follow(self, writer: Any) -> None:
-        """Tail ``writer`` (the run's record writer; a new run has a new one)."""
-        if writer is not None and self._tail_of is not writer:
-            self._tail, self._tail_of, self._pending = writer.tail(), writer, []
+        started = self._records.kept(context(self.runner.environment), lambda r: _started(r) >= lo)
+        return [r for r in started if _started(r) < hi and r.get("error_category") != ErrorCategory.CANCELLED]
 
     def _judge(self, t_from: float, t_to: float) -> CapacityStep:
         """The step judged on the records that started from ``t_from`` to ``t_to`` (run seconds)."""
@@ -172,3 +156,7 @@ def _inconclusive_run(steps: list[CapacityStep]) -> str | None:
 
 def _fmt(measured: dict[str, float | None]) -> str:
     return ", ".join(f"{k} {'—' if v is None else f'{v:.0f}'}" for k, v in measured.items()) or "no SLO targets"
+
+
+def _started(record: dict[str, Any]) -> float:
+    return float(record.get("start_epoch_s") or 0.0)

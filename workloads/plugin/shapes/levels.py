@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ from ...rundir import (
     CapacityStep,
     ErrorCategory,
     LoadSample,
+    RecordTail,
     RunMeta,
     SweepLevel,
     knee_span,
@@ -28,11 +30,38 @@ from ...rundir.sweep import BROKEN, HELD, INCONCLUSIVE
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["RISING_SHARE", "auto_levels", "capacity_result", "judge_step", "judged_load", "level_line",
+__all__ = ["RISING_SHARE", "RunRecords", "auto_levels", "capacity_result", "judge_step", "judged_load", "level_line",
            "plateau_reason", "timing_of", "untrusted_reason", "with_timing"]  # fmt: skip
 
 #: achieved requests/s a level must add over the best level before it to count as still rising
 RISING_SHARE = 0.05
+
+
+class RunRecords:
+    """The records a shape judges, from the run's record writer's tail (a new run has a new writer): the
+    ones kept last time and those written since, so that memory stays bounded however long the run."""
+
+    def __init__(self) -> None:
+        self._tail: RecordTail | None = None
+        self._tail_of: object = None  # the writer the tail is fed by
+        self._kept: list[dict[str, Any]] = []
+
+    def follow(self, writer: Any) -> None:
+        """Tail ``writer`` (from a run's first tick: no record missed)."""
+        if writer is not None and self._tail_of is not writer:
+            self._tail, self._tail_of, self._kept = writer.tail(), writer, []
+
+    def kept(self, ctx: Any, keep: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+        """The records so far (``ctx``'s writer flushed first) that ``keep`` keeps; the next call starts from
+        them. None without a run directory."""
+        if ctx.run_dir is None:
+            return []
+        ctx.flush()
+        self.follow(ctx.writer)
+        if self._tail is None:
+            return []
+        self._kept = [r for r in (*self._kept, *self._tail.read_new()) if keep(r)]
+        return self._kept
 
 
 def auto_levels(sync_rps: float, max_rps: float, count: int, max_users: int) -> list[int]:

@@ -38,10 +38,10 @@ from typing import Any
 
 from locust import LoadTestShape
 
-from ...rundir import RecordTail, SweepLevel, SweepResult, knee_span, sweep_knee, write_sweep
+from ...rundir import SweepLevel, SweepResult, knee_span, sweep_knee, write_sweep
 from ..core.context import context, current_options
 from ..core.options import RunOptions
-from .levels import auto_levels, judged_load, level_line, plateau_reason, untrusted_reason, with_timing
+from .levels import RunRecords, auto_levels, judged_load, level_line, plateau_reason, untrusted_reason, with_timing
 
 __all__ = ["SweepShape"]
 
@@ -68,16 +68,14 @@ class SweepShape(LoadTestShape):
         self._started_epoch_s = 0.0
         self._ended: tuple[float, float] | None = None  # (run time, epoch) the level's judged half ended
         self._done = False
-        self._tail: RecordTail | None = None
-        self._tail_of: object = None  # the writer the tail is fed by (one per run)
-        self._pending: list[dict[str, Any]] = []
+        self._records = RunRecords()
 
     def tick(self) -> tuple[int, float] | None:
         if self._done or self.runner is None:
             return None
         opts = current_options(self.runner.environment)
         now = self.get_run_time()
-        self._follow(context(self.runner.environment).writer)  # from the first tick: no record missed
+        self._records.follow(context(self.runner.environment).writer)
         if not self._plan:
             probes = [(1, "synchronous"), (opts.sweep_max_users, "throughput")]
             self._plan = [(u, "level") for u in opts.sweep_levels] or probes
@@ -132,22 +130,9 @@ class SweepShape(LoadTestShape):
         """Records that started or ended since ``since_epoch_s``, cancelled ones included (the judge drops them)."""
         assert self.runner is not None
         ctx = context(self.runner.environment)
-        if ctx.run_dir is None:
-            return []
-        ctx.flush()
-        self._follow(ctx.writer)
-        if self._tail is None:
-            return []
-        rows = (*self._pending, *self._tail.read_new())
-        self._pending = [
-            r for r in rows if float(r.get("start_epoch_s") or 0) + float(r.get("e2e_s") or 0) >= since_epoch_s
-        ]
-        return self._pending
-
-    def _follow(self, writer: Any) -> None:
-        """Tail ``writer`` (the run's record writer; a new run has a new one)."""
-        if writer is not None and self._tail_of is not writer:
-            self._tail, self._tail_of, self._pending = writer.tail(), writer, []
+        return self._records.kept(
+            ctx, lambda r: float(r.get("start_epoch_s") or 0) + float(r.get("e2e_s") or 0) >= since_epoch_s
+        )
 
     def _judge(self, end: float) -> SweepLevel:
         from reports import load_slo_spec, measure_sweep_level  # pandas, scipy.special: on the master only
