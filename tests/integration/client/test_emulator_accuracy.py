@@ -57,14 +57,16 @@ def test_client_matches_the_emulators_ground_truth_per_request() -> None:
         assert rec.ok, rec.error_detail
         t = truth[rec.request_id]
         itl_err.extend(abs(a - b) for a, b in zip(rec.itl_gaps_s, t["itl_s"], strict=True))
-        if not rec.ttft_late:  # a first token read late on a busy machine is said, not held to 5 ms
-            # the truth brackets the first token's write(): stamped just before it and as it returned
-            ttft_err.append((rec.ttft_s - t["ttft_before_write_s"], rec.ttft_s - t["ttft_s"]))
+        # the truth brackets the first token's write(): stamped just before it and as it returned
+        ttft_err.append((rec.ttft_s - t["ttft_before_write_s"], rec.ttft_s - t["ttft_s"], rec.ttft_late))
     # Client time includes sending the request; server time starts when it has read it. The client cannot
     # see the first token before the server began writing it (tens of microseconds below zero are the two
-    # clocks' reads), nor, read on time, 5 ms after the write returned. A server preempted right after its
-    # write stamps ``ttft_s`` late (ms on a busy machine): the bracket's lower end holds then.
-    assert all(lo >= -0.0005 and hi < 0.005 for lo, hi in ttft_err), ttft_err
+    # clocks' reads), read late or not; nor, read on time, 5 ms after the write returned (a first token read
+    # late on a busy machine is said, not held to 5 ms). A server preempted right after its write stamps
+    # ``ttft_s`` late (ms on a busy machine): the bracket's lower end holds then.
+    assert all(lo >= -0.0005 for lo, _hi, _late in ttft_err), ttft_err
+    on_time = [hi for _lo, hi, late in ttft_err if not late]
+    assert len(on_time) >= 5 and all(hi < 0.005 for hi in on_time), ttft_err  # most of 9 on one quiet stream
     assert statistics.median(itl_err) < 0.001, statistics.median(itl_err)
 
 

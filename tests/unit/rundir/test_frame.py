@@ -28,7 +28,7 @@ def test_histogram_statistics_equal_numpys_on_the_same_gaps(seed: int) -> None:
     got, want = hist.percentiles(PS), np.percentile(ref, PS)
     exact = want < (1 << 20) / 1e6
     np.testing.assert_allclose(got[exact], want[exact], rtol=1e-12)  # below 1.05 s: numpy's, to rounding
-    np.testing.assert_allclose(got[~exact], want[~exact], rtol=1e-3)  # above: within 0.1%
+    np.testing.assert_allclose(got[~exact], want[~exact], rtol=1e-4)  # above: within 0.01% (docs/monitoring.md)
     assert hist.size == us.size and hist.max() == ref.max()
     assert hist.mean() == pytest.approx(ref.mean(), rel=1e-12)
     assert hist.std() == pytest.approx(ref.std(), rel=1e-9)
