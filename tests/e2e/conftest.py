@@ -7,6 +7,7 @@ The server is shared by every e2e test of the session and stopped at the end.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import time
@@ -14,6 +15,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.conftest import free_port
@@ -130,3 +132,31 @@ def scrape(url: str) -> dict[str, float]:
         for sample in family.samples:
             totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
     return totals
+
+
+@contextlib.contextmanager
+def client_core_of_its_own(url: str) -> Iterator[None]:
+    """The vLLM server at ``url`` (every thread of its processes) on CPU 1, this process — and so the load
+    generator it starts — on CPU 0; both as they were after. Skips where that cannot be done."""
+    if not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPU cores: one for the load generator, one for the server")
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    listening = [c.pid for c in psutil.net_connections("tcp") if c.laddr and c.laddr.port == port and c.pid]
+    if not listening:
+        pytest.skip(f"no process of this machine's is seen listening on port {port}: its CPUs cannot be pinned")
+    server = psutil.Process(listening[0])
+    mine, cpus = os.sched_getaffinity(0), sorted(os.sched_getaffinity(0))
+    theirs: dict[int, set[int]] = {}
+    try:
+        for proc in (server, *server.children(recursive=True)):
+            for thread in proc.threads():
+                with contextlib.suppress(OSError):  # a thread that ended meanwhile
+                    theirs[thread.id] = os.sched_getaffinity(thread.id)
+                    os.sched_setaffinity(thread.id, {cpus[1]})
+        os.sched_setaffinity(0, {cpus[0]})
+        yield
+    finally:
+        os.sched_setaffinity(0, mine)
+        for tid, was in theirs.items():
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(tid, was)

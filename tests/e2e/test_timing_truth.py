@@ -16,6 +16,10 @@ generator reads on time varies from run to run. What must hold either way — ne
   is a record that counts late events;
 * every record keeps ``ttfc <= ttft <= e2e <= done`` (one clock per record).
 
+So that the first branch is never skipped, one run puts the load generator on a core of its own (vLLM, every
+thread, on the other): there it must read on time and agree (measured here: TTFT +5.6 to +6.5 ms over vLLM's,
+TPOT within 1%, 99.6-99.9% of events read on time, 4 runs of 4).
+
 Why 15 ms and not the 10 ms asked for in issue #9: on this 2-core machine the server's API
 process itself adds 5-8 ms outside its TTFT clock at this load, for any client — a minimal
 raw-socket asyncio client measured 4.6-8.0 ms, ``vllm bench serve`` 10-16 ms, tokenstorm 3.5-11.4 ms
@@ -35,7 +39,7 @@ import pytest
 
 from tests.conftest import run_locust
 
-from .conftest import scrape
+from .conftest import client_core_of_its_own, scrape
 
 pytestmark = pytest.mark.e2e
 
@@ -124,7 +128,7 @@ def test_records_agree_with_vllms_own_metrics_or_say_why_not(served_server: str,
     before = scrape(served_server)
     records, run = _chat_run(locust_runner, served_server, sharegpt_file)
     after = scrape(served_server)
-    done, summary = _check_stream_reading(records, run)
+    _done, summary = _check_stream_reading(records, run)
     # The monitor really scraped /metrics during the run (it is what used to stall the reads).
     server_rows = (run.run_dir / "server.jsonl").read_text().splitlines()
     # Not one per second: on a 2-core box beside vLLM a scrape can take longer than its interval (5 in a 12 s run
@@ -132,19 +136,46 @@ def test_records_agree_with_vllms_own_metrics_or_say_why_not(served_server: str,
     scraped = [json.loads(r)["epoch_s"] for r in server_rows if '"gap"' not in r]
     assert len(scraped) >= 3 and max(scraped) - min(scraped) >= 5, scraped
 
+    accurate, figures = _agreement(before, after, records, summary)
+    # Never silently wrong: figures off vLLM's are a run that says its timing is not trustworthy.
+    assert accurate or not summary["timing_fidelity"]["trustworthy"], figures
+    if summary["timing_fidelity"]["trustworthy"]:
+        assert accurate, figures
+
+
+def test_on_a_core_of_its_own_the_client_reads_on_time_and_agrees_with_vllm(
+    served_server: str, sharegpt_file: Path, locust_runner: Any
+) -> None:
+    """The branch above that a busy run may skip, forced: the load generator on a core vLLM does not use (vLLM on
+    the other), so it reads on time, says so (exit 0), and its means agree with vLLM's."""
+    with client_core_of_its_own(served_server):
+        before = scrape(served_server)
+        records, run = _chat_run(locust_runner, served_server, sharegpt_file)
+        after = scrape(served_server)
+    _done, summary = _check_stream_reading(records, run)
+    accurate, figures = _agreement(before, after, records, summary)
+    assert summary["timing_fidelity"]["trustworthy"] and run.returncode == 0, figures
+    assert accurate, figures
+
+
+def _agreement(
+    before: dict[str, float], after: dict[str, float], records: list[dict[str, Any]], summary: dict[str, Any]
+) -> tuple[bool, str]:
+    """Whether the records' mean TPOT and TTFT agree with vLLM's over the run (the bounds of this module's
+    docstring), and the figures."""
+    done = [r for r in records if r["ok"]]
     vllm_tpot = _server_mean(before, after, "vllm:request_time_per_output_token_seconds")
     ours_tpot = statistics.fmean(r["tpot_s"] for r in done)
     # vLLM times first tokens of every request it started, including those the run's end cancelled.
     vllm_ttft = _server_mean(before, after, "vllm:time_to_first_token_seconds")
     ours_ttft = statistics.fmean(r["ttft_s"] for r in records if r["ttft_s"] is not None)
     accurate = ours_tpot == pytest.approx(vllm_tpot, rel=0.05) and vllm_ttft <= ours_ttft <= vllm_ttft + 0.015
-    figures = (f"TPOT {ours_tpot * 1000:.2f} vs vLLM {vllm_tpot * 1000:.2f} ms, TTFT {ours_ttft * 1000:.2f} vs "
-               f"{vllm_ttft * 1000:.2f} ms; {summary['timing_fidelity']['reason']}")  # fmt: skip
+    figures = (
+        f"TPOT {ours_tpot * 1000:.2f} vs vLLM {vllm_tpot * 1000:.2f} ms, TTFT {ours_ttft * 1000:.2f} vs "
+        f"{vllm_ttft * 1000:.2f} ms; {summary['timing_fidelity']['reason']}"
+    )
     print(f"timing truth: {figures}")  # the figures behind the verdict, in CI's log (pytest -s / -rA)
-    # Never silently wrong: figures off vLLM's are a run that says its timing is not trustworthy.
-    assert accurate or not summary["timing_fidelity"]["trustworthy"], figures
-    if summary["timing_fidelity"]["trustworthy"]:
-        assert accurate, figures
+    return accurate, figures
 
 
 def test_streams_are_read_as_they_arrive_with_two_processes(served_server: str, sharegpt_file: Path,
