@@ -32,7 +32,7 @@ from reports.build import build_report, spec_for_run
 from reports.compare.runs import CompareInputError, compare_runs
 from reports.judging.alerts import AlertRuleError, alert_rules
 from reports.judging.slo_spec import SloSpecError, load_slo_spec
-from workloads.rundir import parse_confidence
+from workloads.rundir import NewerSchema, parse_confidence
 from workloads.rundir.faults import WriteFailed
 
 _PROG = "python -m reports"
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None, prog: str = _PROG, names: Mapping[str, s
         if args.html:
             args.html.write_text(comparison.to_html(), encoding="utf-8")
         return 1 if comparison.regressions else 0
-    except (FileNotFoundError, WriteFailed, SloSpecError, AlertRuleError) as exc:
+    except (FileNotFoundError, WriteFailed, SloSpecError, AlertRuleError, NewerSchema) as exc:
         print(f"{who}: {exc}", file=sys.stderr)
         return 2
 

@@ -48,6 +48,7 @@ __all__ = [
     "CapacityStep",
     "LoadSample",
     "LoadWriter",
+    "NewerSchema",
     "RunMeta",
     "parse_confidence",
     "read_capacity",
@@ -80,6 +81,8 @@ JUNIT_FILE = "junit.xml"
 RUN_SCHEMA_VERSION = 1
 #: summary.json versions: 1 added ``schema`` (files without it are version 0, same fields).
 SUMMARY_SCHEMA_VERSION = 1
+#: capacity.json versions: 1 (first release).
+CAPACITY_SCHEMA_VERSION = 1
 
 # -- verdicts and exit codes ----------------------------------------------------------------
 #: Exit code of a run whose SLOs held / broke / that itself failed (target unusable, too many
@@ -129,6 +132,16 @@ def write_json_atomic(path: Path, doc: Any) -> None:
     """Write ``doc`` as indented JSON via a temporary file, so a reader never sees half of it
     (:class:`~.faults.WriteFailed` when it cannot be written; no temporary file is left)."""
     write_bytes_atomic(path, json.dumps(doc, indent=2, sort_keys=True, default=str).encode())
+
+
+class NewerSchema(ValueError):
+    """A run directory's file written by a newer tokenstorm than this one (its message names the file)."""
+
+
+def refuse_newer(path: Path, version: int | None, known: int) -> None:
+    """Every reader's rule: a file of an earlier schema version is read, a newer one refused with the file named."""
+    if version is not None and version > known:
+        raise NewerSchema(f"{path}: schema {version} is newer than this tokenstorm reads ({known})")
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -213,9 +226,7 @@ def read_run_meta(run_dir: Path | str) -> RunMeta | None:
         return None
     known, extra = _split(RunMeta, _read_json(path))
     known.setdefault("status", "unknown")  # a hand-made run.json: not known to be still running
-    version = int(known.get("schema", 1) or 1)
-    if version > RUN_SCHEMA_VERSION:
-        raise ValueError(f"{path}: schema {version} is newer than this tokenstorm reads ({RUN_SCHEMA_VERSION})")
+    refuse_newer(path, int(known.get("schema", 1) or 1), RUN_SCHEMA_VERSION)
     return RunMeta(**known, extra=extra)
 
 
@@ -313,7 +324,7 @@ class CapacityResult:
     highest_users_that_held: int | None
     broke_at_users: int | None
     steps: list[CapacityStep] = field(default_factory=list)
-    schema: int = 1
+    schema: int = CAPACITY_SCHEMA_VERSION
     untrustworthy_at_users: int | None = None
     #: the inconclusive steps above the highest that held (and below the one that broke): the capacity
     #: may be as high as the highest of them
@@ -334,6 +345,7 @@ def read_capacity(run_dir: Path | str) -> CapacityResult | None:
     if not path.exists():
         return None
     data = _read_json(path)
+    refuse_newer(path, int(data.get("schema", 1) or 1), CAPACITY_SCHEMA_VERSION)
     steps = [CapacityStep(int(s["users"]), int(s.get("requests") or 0), bool(s["held"]), dict(s.get("measured") or {}),
                           bool(s.get("timing_trustworthy", True)), str(s.get("timing_reason") or ""),
                           str(s.get("result") or ""), {str(k): str(v) for k, v in (s.get("results") or {}).items()},
@@ -359,9 +371,7 @@ def read_summary(run_dir: Path | str) -> dict[str, Any] | None:
     if not path.exists():
         return None
     data = _read_json(path)
-    version = int(data.get("schema", 0) or 0)
-    if version > SUMMARY_SCHEMA_VERSION:
-        raise ValueError(f"{path}: schema {version} is newer than this tokenstorm reads ({SUMMARY_SCHEMA_VERSION})")
+    refuse_newer(path, int(data.get("schema", 0) or 0), SUMMARY_SCHEMA_VERSION)
     return data
 
 

@@ -12,8 +12,8 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from .meta import REQUESTS_FILE
-from .records import RequestRecord
+from .meta import REQUESTS_FILE, refuse_newer
+from .records import RECORD_SCHEMA_VERSION, RequestRecord
 from .segments import FIELD_ORDER, ITL_COLUMN, SCHEMA, SEGMENTS_DIR, gaps_to_us, segment_batches, segment_paths
 
 __all__ = ["export_jsonl", "iter_batches", "read_records"]
@@ -21,6 +21,7 @@ __all__ = ["export_jsonl", "iter_batches", "read_records"]
 
 def _jsonl_batches(path: Path, columns: list[str] | None) -> Iterator[pa.RecordBatch]:
     """Format 1 (``requests.jsonl``) as format-2 batches; a torn last line is left out."""
+    import pyarrow.compute as pc
     import pyarrow.json as paj
 
     end = _complete_prefix_length(path)
@@ -35,6 +36,7 @@ def _jsonl_batches(path: Path, columns: list[str] | None) -> Iterator[pa.RecordB
         parse_options=paj.ParseOptions(explicit_schema=src_schema, unexpected_field_behavior="ignore"),
     )
     for batch in reader:
+        refuse_newer(path, pc.max(batch.column("schema")).as_py(), RECORD_SCHEMA_VERSION)
         gaps = batch.column("itl_gaps_s")
         arrays = [gaps_to_us(gaps) if f.name == ITL_COLUMN else batch.column(f.name) for f in SCHEMA]
         out = pa.RecordBatch.from_arrays(arrays, schema=SCHEMA)

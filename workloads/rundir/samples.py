@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .meta import refuse_newer
+
 __all__ = ["MONITOR_SCHEMA_VERSION", "GpuSample", "MonitorGap", "ServerSample", "read_samples", "to_line"]
 
 MONITOR_SCHEMA_VERSION = 1
@@ -88,7 +90,7 @@ def to_line(sample: GpuSample | ServerSample | MonitorGap) -> str:
 
 def read_samples(path: Path) -> tuple[Any, Any]:
     """``(samples, gaps)`` of a ``gpu.jsonl`` / ``server.jsonl`` as pandas frames (empty when
-    the file is missing or empty; a line torn by a crash is skipped)."""
+    the file is missing or empty; a line torn by a crash is skipped; a newer schema's refused)."""
     import pandas as pd
 
     rows = []
@@ -99,6 +101,8 @@ def read_samples(path: Path) -> tuple[Any, Any]:
                     rows.append(json.loads(line))
                 except ValueError:
                     continue
+    versions = [r["schema"] for r in rows if isinstance(r, dict) and isinstance(r.get("schema"), int)]
+    refuse_newer(path, max(versions, default=None), MONITOR_SCHEMA_VERSION)
     frame = pd.DataFrame(rows)
     if frame.empty or "gap" not in frame.columns:
         return frame, pd.DataFrame()

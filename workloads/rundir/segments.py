@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
-from .meta import RECORDS_FORMAT_VERSION, SEGMENTS_DIR
+from .meta import RECORDS_FORMAT_VERSION, SEGMENTS_DIR, NewerSchema
 from .records import RequestRecord
 
 __all__ = [
@@ -122,8 +122,10 @@ def segment_paths(directory: Path) -> list[Path]:
 def _check_version(schema: pa.Schema, path: Path) -> None:
     version = int((schema.metadata or {}).get(_META_KEY, b"2"))
     if version > RECORDS_FORMAT_VERSION:
-        raise ValueError(f"{path}: request records format {version} is newer than this tokenstorm "
-                         f"reads ({RECORDS_FORMAT_VERSION}); upgrade tokenstorm to read it")  # fmt: skip
+        raise NewerSchema(
+            f"{path}: request records format {version} is newer than this tokenstorm reads "
+            f"({RECORDS_FORMAT_VERSION}); upgrade tokenstorm to read it"
+        )
 
 
 def _stream_batches(path: Path, columns: list[str] | None) -> Iterator[pa.RecordBatch]:

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .meta import write_json_atomic
+from .meta import refuse_newer, write_json_atomic
 
 __all__ = [
     "SWEEP_FILE",
@@ -215,8 +215,7 @@ def read_sweep(run_dir: Path | str) -> SweepResult | None:
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object")
     version = int(data.get("schema", 1) or 1)
-    if version > SWEEP_SCHEMA_VERSION:
-        raise ValueError(f"{path}: schema {version} is newer than this tokenstorm reads ({SWEEP_SCHEMA_VERSION})")
+    refuse_newer(path, version, SWEEP_SCHEMA_VERSION)
     return SweepResult(
         level_time_s=float(data.get("level_time_s") or 0.0),
         levels=[_level(level) for level in data.get("levels") or []],

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,11 +14,16 @@ from workloads.rundir import (
     CapacityStep,
     LoadSample,
     LoadWriter,
+    NewerSchema,
+    RequestRecord,
     RunMeta,
     read_capacity,
     read_load,
+    read_records,
     read_run_meta,
+    read_samples,
     read_summary,
+    read_sweep,
     write_capacity,
     write_run_meta,
     write_summary,
@@ -53,6 +60,35 @@ def test_a_newer_schema_is_refused_with_the_file_named(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"summary\.json: schema 99 is newer"):
         read_summary(tmp_path)
     assert read_run_meta(tmp_path / "nothing-here") is None
+
+
+def _record_line(schema: int) -> str:
+    record = RequestRecord(request_id="r1", workload="chat", endpoint="chat", model="m", stream=True, start_epoch_s=1.0)
+    return json.dumps({**record.as_row(), "schema": schema})
+
+
+@pytest.mark.parametrize(
+    ("name", "newer", "read"),
+    [
+        ("capacity.json", json.dumps({"highest_users_that_held": 4, "broke_at_users": 8, "steps": [], "schema": 99}),
+         read_capacity),
+        ("sweep.json", json.dumps({"level_time_s": 10, "levels": [], "schema": 99}), read_sweep),
+        ("gpu.jsonl", json.dumps({"epoch_s": 1.0, "gpu": 0, "schema": 1}) + "\n"
+         + json.dumps({"epoch_s": 2.0, "gpu": 0, "schema": 99}) + "\n", lambda d: read_samples(d / "gpu.jsonl")),
+        ("server.jsonl", json.dumps({"epoch_s": 1.0, "schema": 99}) + "\n",
+         lambda d: read_samples(d / "server.jsonl")),
+        ("requests.jsonl", _record_line(1) + "\n" + _record_line(99) + "\n", lambda d: list(read_records(d))),
+    ],
+)  # fmt: skip
+def test_every_versioned_file_of_a_newer_schema_is_refused_with_the_file_named(
+    tmp_path: Path, name: str, newer: str, read: Any
+) -> None:
+    """docs/run-directory.md: readers refuse a newer schema with the file named (a file of today's is read)."""
+    (tmp_path / name).write_text(newer.replace('"schema": 99', '"schema": 1'))
+    read(tmp_path)
+    (tmp_path / name).write_text(newer)
+    with pytest.raises(NewerSchema, match=rf"{re.escape(name)}: schema 99 is newer than this tokenstorm reads \(1\)"):
+        read(tmp_path)
 
 
 CLOCK = {"interval_s": 1.0, "cpu_pct": 37.5, "runq_wait_ms_per_s": 12.25, "throttled_ms_per_s": None,
