@@ -67,19 +67,20 @@ def _record_line(schema: int) -> str:
     return json.dumps({**record.as_row(), "schema": schema})
 
 
-@pytest.mark.parametrize(
-    ("name", "newer", "read"),
-    [
-        ("capacity.json", json.dumps({"highest_users_that_held": 4, "broke_at_users": 8, "steps": [], "schema": 99}),
-         read_capacity),
-        ("sweep.json", json.dumps({"level_time_s": 10, "levels": [], "schema": 99}), read_sweep),
-        ("gpu.jsonl", json.dumps({"epoch_s": 1.0, "gpu": 0, "schema": 1}) + "\n"
-         + json.dumps({"epoch_s": 2.0, "gpu": 0, "schema": 99}) + "\n", lambda d: read_samples(d / "gpu.jsonl")),
-        ("server.jsonl", json.dumps({"epoch_s": 1.0, "schema": 99}) + "\n",
-         lambda d: read_samples(d / "server.jsonl")),
-        ("requests.jsonl", _record_line(1) + "\n" + _record_line(99) + "\n", lambda d: list(read_records(d))),
-    ],
-)  # fmt: skip
+_NEWER = [
+    ("capacity.json", json.dumps({"highest_users_that_held": 4, "steps": [], "schema": 99}), read_capacity),
+    ("sweep.json", json.dumps({"level_time_s": 10, "levels": [], "schema": 99}), read_sweep),
+    (
+        "gpu.jsonl",
+        json.dumps({"epoch_s": 1.0, "gpu": 0, "schema": 1}) + "\n" + json.dumps({"epoch_s": 2.0, "schema": 99}),
+        lambda d: read_samples(d / "gpu.jsonl"),
+    ),
+    ("server.jsonl", json.dumps({"epoch_s": 1.0, "schema": 99}) + "\n", lambda d: read_samples(d / "server.jsonl")),
+    ("requests.jsonl", _record_line(1) + "\n" + _record_line(99) + "\n", lambda d: list(read_records(d))),
+]
+
+
+@pytest.mark.parametrize(("name", "newer", "read"), _NEWER)
 def test_every_versioned_file_of_a_newer_schema_is_refused_with_the_file_named(
     tmp_path: Path, name: str, newer: str, read: Any
 ) -> None:
