@@ -109,3 +109,50 @@ def test_a_stamp_late_by_2_ms_reads_as_2_ms_and_ttft_counts_from_the_post(captur
         event_errors(RequestRecord(workload="chat", endpoint="/v1/chat/completions", model="m", stream=True,
                                    start_epoch_s=0.0, request_id="one", ttft_s=0.0105, itl_gaps_s=[0.001],
                                    token_events=2), wire)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("chunks", "tokens"),
+    [
+        # the role announcement, two content tokens (one empty: a held-back UTF-8 byte), usage, [DONE] aside
+        (
+            [
+                {"choices": [{"delta": {"role": "assistant", "content": ""}}]},
+                {"choices": [{"delta": {"content": "a"}}]},
+                {"choices": [{"delta": {"content": ""}}]},
+                {"choices": [], "usage": {"completion_tokens": 2}},
+            ],
+            [0, 1, 1, 0],
+        ),
+        # continuous usage: a chunk of 3 tokens (speculative decoding), one that adds none, reasoning, completions
+        (
+            [
+                {"choices": [{"delta": {"content": "a"}}], "usage": {"completion_tokens": 1}},
+                {"choices": [{"delta": {"content": "bcd"}}], "usage": {"completion_tokens": 4}},
+                {"choices": [{"delta": {"content": ""}}], "usage": {"completion_tokens": 4}},
+                {"choices": [{"delta": {"reasoning_content": "hm"}}], "usage": {"completion_tokens": 5}},
+                {"choices": [{"text": "x"}]},
+            ],
+            [1, 3, 0, 1, 1],
+        ),
+        # a tool call's closing tokens held back to the finish: an empty delta that finishes with 2 more tokens
+        (
+            [
+                {
+                    "choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{"}}]}}],
+                    "usage": {"completion_tokens": 1},
+                },
+                {"choices": [{"delta": {}, "finish_reason": "tool_calls"}], "usage": {"completion_tokens": 3}},
+            ],
+            [1, 2],
+        ),
+    ],
+)
+def test_the_wire_counts_token_events_by_the_documented_definition(chunks: list[dict], tokens: list[int]) -> None:
+    from tests.wire.exchanges import _tokens
+
+    got, completion = [], None
+    for chunk in chunks:
+        n, completion = _tokens(chunk, completion)
+        got.append(n)
+    assert got == tokens

@@ -5,17 +5,18 @@ The client→server stream of a keep-alive connection is split at request bounda
 ``Content-Length`` or closed). Responses pair with requests in order (the client never pipelines).
 A chunked body is decoded and cut into SSE events (``\\n\\n``-ended blocks of ``data:`` lines, any
 line ending); each event is timed by the packet that carried its last byte — the moment a reader
-could first have parsed it. Which events are *token events* is decided by the client's own
-definition (``workloads.client.timing.StreamTimer``), fed the same payloads.
+could first have parsed it. Which events are *token events*, and how many tokens each carried, is read here
+from the payloads by docs/metrics.md's definition, not by the client's own code (``StreamTimer``): a reference
+that shared the product's reading would share its mistakes.
 """
 
 from __future__ import annotations
 
 import bisect
+import json
 import re
 from dataclasses import dataclass, field
-
-from workloads.client.timing import StreamError, StreamTimer
+from typing import Any
 
 from .pcap import ByteStream, TcpConnection
 
@@ -111,9 +112,10 @@ def _read_events(stream: ByteStream, pieces: list[tuple[int, int]], ex: WireExch
     for _s, n in pieces:
         starts.append(acc)
         acc += n
-    timer = StreamTimer(think_tags=None)  # markers decide reasoning vs answer, never what is a token event
     data_lines: list[bytes] = []
     line_start = 0
+    done = False
+    completion: int | None = None  # the server's running usage.completion_tokens (continuous usage stats)
     for m in _LINE_END.finditer(body):
         line = body[line_start : m.start()]
         line_start = m.end()
@@ -125,19 +127,55 @@ def _read_events(stream: ByteStream, pieces: list[tuple[int, int]], ex: WireExch
             continue
         payload = b"\n".join(data_lines)
         data_lines = []
+        if done:
+            continue  # nothing after [DONE] is timed
         last = m.end() - 1
         i = bisect.bisect_right(starts, last) - 1
         t_ns = stream.time_ns(pieces[i][0] + last - starts[i])
-        events, gaps = timer.token_events, len(timer.itl_gaps)
+        if payload == b"[DONE]":
+            ex.done_ns, done = t_ns, True
+            continue
         try:
-            timer.on_event(payload, (t_ns - ex.sent_ns) / 1e9)
-        except StreamError:
+            chunk = json.loads(payload)
+        except ValueError:
             return
-        if payload == b"[DONE]" and ex.done_ns is None:
-            ex.done_ns = t_ns
-        if timer.token_events > events:
+        tokens, completion = _tokens(chunk, completion)
+        if tokens:
             ex.token_ns.append(t_ns)
-            ex.token_k.append(len(timer.itl_gaps) - gaps + (1 if events == 0 else 0))
+            ex.token_k.append(tokens)
+
+
+def _tokens(chunk: Any, completion: int | None) -> tuple[int, int | None]:
+    """How many tokens one chunk of a chat or completions stream carried (0: it is no token event), and the
+    server's running count after it. docs/metrics.md: a token event's ``choices[0].delta`` carries ``content``,
+    ``reasoning_content``/``reasoning`` (an empty string too) or tool calls — a role-only announcement does
+    not; a completions chunk carries ``text``. With usage on each chunk, an event carries the count's increase
+    (none: not a token event; no usage: one); tokens held back to the finish come as an empty finishing delta."""
+    if not isinstance(chunk, dict):
+        return 0, completion
+    usage = chunk.get("usage")
+    count = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    new = count - (completion or 0) if isinstance(count, int) else None
+    completion = count if isinstance(count, int) else completion
+    choices = chunk.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return 0, completion
+    choice = choices[0]
+    delta = choice.get("delta")
+    if isinstance(delta, dict):
+        text = [delta.get(key) for key in ("content", "reasoning_content", "reasoning")]
+        calls = delta.get("tool_calls")
+        generated = any(isinstance(t, str) for t in text) or bool(calls)
+        if "role" in delta and not any(text) and not calls:
+            generated = False  # the announcement that opens a chat stream (its content "" or none)
+    else:
+        generated = isinstance(choice.get("text"), str)
+    if not generated:
+        held_back = choice.get("finish_reason") is not None and bool(new)
+        return (new or 0) if held_back else 0, completion
+    if new == 0:
+        return 0, completion
+    return new or 1, completion
 
 
 def exchanges(conn: TcpConnection) -> list[WireExchange]:
