@@ -315,11 +315,11 @@ class LlmClient:
                 fail(record, ErrorCategory.CONNECT, f"no response from {self._host}:{self._port} ({describe(exc)})",
                      secrets)  # fmt: skip
         finally:
+            self.last_sent = t0  # every way out, an HTTP error's early return included
             # Keep-alive only after a response read to its end; otherwise its unread bytes go
             # with the socket, so the next request starts on a clean connection.
             if resp is None or not resp.complete:
                 conn.close()
-        self.last_sent = t0
         if resp is not None:
             record.read_lag_max_s = resp.read_lag_max_s
         # The agent loop ends with an answer that calls no tool (or where the traffic model planned its end).

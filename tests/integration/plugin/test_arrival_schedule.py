@@ -80,6 +80,33 @@ def test_two_workers_send_the_runs_poisson_schedule_each_arrival_once(locust_run
     assert said and float(said[1]) == round(rate, 1) and float(said[2]) == round(cv, 2), run.output[-2000:]
 
 
+def test_every_record_even_an_http_error_says_when_it_was_due(locust_runner) -> None:  # type: ignore[no-untyped-def]
+    """``start_epoch_s - send_lag_s`` is when a request was due on the schedule, whatever its answer: a 500
+    leaves ``complete`` early, and its lag must still run to its own start (it was once another request's)."""
+    run = locust_runner(
+        "open_loop.py",
+        "--arrival-rate",
+        "40",
+        "--arrival",
+        "poisson",
+        "-t",
+        "6s",
+        "--max-tokens",
+        "4",
+        "--emulator-args",
+        f"{FAST} --fault 500=0.4",
+    )
+    records = run.records()
+    failed = [r for r in records if r["status_code"] == 500]
+    assert len(records) > 150 and len(failed) > 30, run.output[-2000:]
+    schedule = np.array(list(itertools.islice(arrival_offsets(40.0, True, 0), max(map(_arrival, records)) + 1)))
+    offsets = np.array([r["start_epoch_s"] - r["send_lag_s"] - schedule[_arrival(r)] for r in records])
+    errors = np.abs(offsets - np.median(offsets))
+    late = [(r["status_code"], round(e * 1e3, 2)) for r, e in zip(records, errors, strict=True) if e > 0.001]
+    # a request sent on time is due within 1 ms of its schedule; one sent late (a busy client) says its lag
+    assert len(late) <= 0.02 * len(records), late[:10]
+
+
 def test_two_workers_interleave_a_fixed_rate(locust_runner) -> None:  # type: ignore[no-untyped-def]
     run = locust_runner(
         "open_loop.py",
