@@ -9,12 +9,14 @@ private members; when this adapter ever must, it is the one place allowed to.)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from locust.env import Environment
 from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
 __all__ = [
+    "after_template_args",
     "is_master",
     "is_running",
     "is_worker",
@@ -132,3 +134,18 @@ def planned_end_pending(environment: Environment) -> bool:
     an earlier run's value in ``parsed_options`` when the form leaves it empty, but times only this run's)."""
     timer = getattr(environment.web_ui, "_run_time_greenlet", None)
     return timer is not None and not timer.dead
+
+
+def after_template_args(web_ui: Any, edit: Callable[[dict[str, Any]], None]) -> None:
+    """Run ``edit`` on the web UI's template arguments each time Locust builds them (its
+    ``update_template_args``, undocumented, called at each start form render and run), and now if a runner
+    exists already (Locust built them then too)."""
+    build = web_ui.update_template_args
+
+    def update_template_args() -> None:
+        build()
+        edit(web_ui.template_args)
+
+    web_ui.update_template_args = update_template_args
+    if web_ui.environment.runner is not None:
+        update_template_args()

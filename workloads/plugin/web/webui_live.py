@@ -220,18 +220,13 @@ def add_live_view(environment: Environment) -> LiveState:
         title = environment.host or ("the built-in emulator" if ctx.simulated else "no host yet")
         return Response(_PAGE.format(title=html.escape(title)), mimetype="text/html")
 
-    full_template_args = web_ui.update_template_args
-
-    def update_template_args() -> None:
-        """Locust's own, then the start form's tokenstorm fields trimmed (see :mod:`.form`)."""
-        full_template_args()
-        extra = web_ui.template_args.get("extra_options")
+    def trim_form(template_args: dict[str, Any]) -> None:
+        """The start form's tokenstorm fields trimmed (see :mod:`.form`)."""
+        extra = template_args.get("extra_options")
         if isinstance(extra, dict):
-            web_ui.template_args["extra_options"] = trim_extra_options(environment, extra)
+            template_args["extra_options"] = trim_extra_options(environment, extra)
 
-    web_ui.update_template_args = update_template_args  # type: ignore[method-assign]
-    if environment.runner is not None:  # (Locust builds its template then too)
-        update_template_args()
+    locust_compat.after_template_args(web_ui, trim_form)
 
     @app.after_request
     def _add_script(response: Any) -> Any:
