@@ -5,7 +5,9 @@ run.json keeps every option Locust and tokenstorm parsed, defaults and Locust's 
 UI, master/worker ports) included. The table shows what a reader of the results needs: the load
 (users, spawn rate, run time, locustfile), every option set away from its default, and a load
 shape's own options only when the run had that shape (a sweep's, a capacity search's, open-loop
-arrivals') — never the unused defaults of another shape.
+arrivals') — never the unused defaults of another shape. An option is set away from its default when it
+differs from the default run.json records beside it (``option_defaults``; a run from before it was recorded
+shows every option with a value).
 """
 
 from __future__ import annotations
@@ -31,13 +33,6 @@ PLUMBING_OPTIONS = frozenset({
     "web_login", "web_port", "worker", "run_dir", "metrics_host", "report_every", "csv", "html", "host",
     "trace_zero_epoch_s",
 })  # fmt: skip
-#: tokenstorm's defaults that are not empty (an empty value is a default by construction)
-_DEFAULTS: dict[str, Any] = {
-    "arrival": "poisson", "arrival_rate": 1.0, "capacity_start": 4, "capacity_step": 4, "capacity_step_time": 30.0,
-    "capacity_max": 1024, "sweep_count": 8, "sweep_level_time": 30.0, "sweep_max_users": 256, "records": "parquet",
-    "request_timeout": 600.0, "run_fail_error_rate": 0.5, "think_tags": "<think>,</think>", "monitor_interval": 1.0,
-    "expect_workers": 1, "autoquit": -1, "trace_speed": 1.0, "trace_block_size": 512,
-}  # fmt: skip
 #: a load shape's own options, shown (defaults too) only in a run of that shape
 _SHAPES = {
     "sweep": ("sweep_levels", "sweep_count", "sweep_max_users", "sweep_level_time"),
@@ -92,7 +87,7 @@ def option_rows(meta: RunMeta, run_dir: Path, open_loop: bool = False) -> list[t
             continue
         if name in in_shape:
             keep.append(name)
-        elif not _empty(value) and _DEFAULTS.get(name, object()) != value:
+        elif not _empty(value) and meta.option_defaults.get(name, object()) != value:
             keep.append(name)  # set by the user: shown even for a shape the run did not have
     first = [n for n in _ALWAYS if n in options and (n in ("locustfile", "num_users") or not _empty(options[n]))]
     rows = []

@@ -193,6 +193,9 @@ class RunMeta:
     #: Workloads left out of the run's mix: name -> the one line saying why (agent sessions against a server
     #: that does not call tools). Empty: none (and no key in the file).
     left_out: dict[str, str] = field(default_factory=dict)
+    #: each option's default at the run (durations in seconds; no secret, none empty): what the report sets
+    #: ``options`` against to show only those set away from it. Empty (no key): an older run.
+    option_defaults: dict[str, Any] = field(default_factory=dict)
     #: status ``interrupted``: by what, when ("SIGTERM 3 s into its planned 30 s"); None (no key): not interrupted
     interrupted: str | None = None
     schema: int = RUN_SCHEMA_VERSION
@@ -207,7 +210,7 @@ class RunMeta:
         """The JSON object written to ``run.json``."""
         doc = asdict(self)
         extra = doc.pop("extra")
-        for key in ("targets", "deployment", "gpus", "left_out", "interrupted"):
+        for key in ("targets", "deployment", "gpus", "left_out", "interrupted", "option_defaults"):
             if not doc[key]:
                 del doc[key]  # a one-target run's run.json stays as 0.1 wrote it
         return {**extra, **doc}

@@ -14,7 +14,8 @@ DEFAULTS = {"arrival": "poisson", "arrival_rate": 1.0, "trace": "", "trace_speed
 
 
 def flags(options: dict, tmp_path: Path, open_loop: bool = True) -> dict[str, str]:
-    return dict(option_rows(RunMeta(options=options), tmp_path, open_loop=open_loop))
+    # run.json records each option's default beside it (the plugin, from Locust's parser): here, DEFAULTS'
+    return dict(option_rows(RunMeta(options=options, option_defaults=DEFAULTS), tmp_path, open_loop=open_loop))
 
 
 def test_a_trace_run_shows_its_trace_options_and_no_arrival_rate(tmp_path: Path) -> None:
@@ -32,3 +33,13 @@ def test_other_runs_never_show_the_trace_defaults(tmp_path: Path) -> None:
 def test_a_comparison_names_the_trace_and_its_speed() -> None:
     assert load_shape({"locustfile": "locustfiles/trace_replay.py", "trace": "/data/mooncake.jsonl",
                        "trace_speed": 2.0}, 1) == "trace replay: mooncake.jsonl at 2x"  # fmt: skip
+
+
+def test_an_option_is_shown_when_set_away_from_the_default_its_run_recorded(tmp_path: Path) -> None:
+    options = {**DEFAULTS, "locustfile": "locustfiles/chat.py", "request_timeout": 600.0, "think_tags": "<t>,</t>"}
+    defaults = {**DEFAULTS, "request_timeout": 600.0, "think_tags": "<think>,</think>"}
+    shown = dict(option_rows(RunMeta(options=options, option_defaults=defaults), tmp_path))
+    assert shown["--think-tags"] == "<t>,</t>" and "--request-timeout" not in shown
+    # a run from before defaults were recorded: every option with a value is shown (none hidden wrongly)
+    older = dict(option_rows(RunMeta(options=options), tmp_path))
+    assert older["--request-timeout"] == "600 s" and older["--think-tags"] == "<t>,</t>"

@@ -33,6 +33,7 @@ from ...traffic.checks.worker import CheckProcess
 from ..export import prometheus as exporter
 from ..web.live import LiveWindow, series_key
 from . import locust_compat
+from .flags import option_defaults
 from .gc import GcWatch
 from .options import OptionError, RunOptions, recorded_options
 from .progress import Outcomes
@@ -325,10 +326,10 @@ class RunContext:
             host=socket.gethostname(),
             pid=os.getpid(),
             versions=versions(),
-            options={
-                k: _jsonable(v)
-                for k, v in recorded_options(options).items()  # durations in seconds
-                if k not in SECRET_OPTIONS and k != LEFT_OUT_OPTION
+            options=_kept(recorded_options(options)),  # durations in seconds
+            # what the report sets each option against (not the API key's: its default is $OPENAI_API_KEY)
+            option_defaults={
+                k: v for k, v in _kept(recorded_options(option_defaults(options))).items() if v not in (None, "")
             },
             workers_seen=sorted(self.workers_seen),
             requests_by_workload=dict(self.requests_by_workload),
@@ -345,6 +346,11 @@ class RunContext:
             **more,
         )
         write_run_meta(self.run_dir, meta)
+
+
+def _kept(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` as ``run.json`` keeps them: JSON values, no secret, no internal option."""
+    return {k: _jsonable(v) for k, v in options.items() if k not in SECRET_OPTIONS and k != LEFT_OUT_OPTION}
 
 
 _CONTEXTS: weakref.WeakKeyDictionary[Environment, RunContext] = weakref.WeakKeyDictionary()

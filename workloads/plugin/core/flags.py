@@ -13,7 +13,7 @@ Locust prints ``--help`` before it loads a locustfile, so ``locust -f ... --help
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -239,8 +239,13 @@ def topic_of(dest: str) -> str | None:
     return next((t.title for t in TOPICS for f in t.flags if f.dest == dest), None)
 
 
+#: the parser Locust built with tokenstorm's options (its defaults are the ones ``run.json`` records)
+_PARSER: list[Any] = []
+
+
 def add_options(parser: Any, **_kw: Any) -> None:
     """Add tokenstorm's options to Locust's parser (``init_command_line_parser`` listener)."""
+    _PARSER[:] = [parser]
     for topic in TOPICS:
         for flag in topic.flags:
             if flag.locust:
@@ -248,3 +253,11 @@ def add_options(parser: Any, **_kw: Any) -> None:
             else:
                 # Locust only honours include_in_web_ui on the top-level parser (not on argument groups).
                 parser.add_argument(flag.flag, include_in_web_ui=flag.web_ui, **flag.argparse_kwargs())
+
+
+def option_defaults(names: Iterable[str]) -> dict[str, Any]:
+    """Each of ``names``' default as this process's parser has it: tokenstorm's (declared above, once) and
+    Locust's own; empty before Locust built one."""
+    if not _PARSER:
+        return {}
+    return {name: _PARSER[0].get_default(name) for name in names}
