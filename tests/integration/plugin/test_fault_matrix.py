@@ -8,10 +8,8 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.parse
 import urllib.request
@@ -21,6 +19,7 @@ import psutil
 import pytest
 
 from tests.conftest import ROOT, free_port
+from tests.fakes.scripted import ScriptedServer
 from tests.integration.reports.test_reports import CHROMIUM
 from workloads.rundir import read_records
 
@@ -29,30 +28,12 @@ PAGES = ("/", "/stats/requests", "/stats/requests/csv", "/stats/failures/csv", "
          "/exceptions/csv", "/tasks", "/logs", "/worker-count", "/tokenstorm/report")  # fmt: skip
 
 
-class Listener:
-    """A TCP server that records the raw bytes of every request and answers 404."""
+_NOT_FOUND = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
-        self.seen = b""
-        threading.Thread(target=self._serve, daemon=True).start()
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                conn.settimeout(2)
-                try:
-                    self.seen += conn.recv(65536)
-                    conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-                except OSError:
-                    pass
+def _listener() -> ScriptedServer:
+    """A server that keeps every request's raw bytes (``requests``) and answers each 404."""
+    return ScriptedServer(lambda conn, _n: conn.sendall(_NOT_FOUND))
 
 
 def _get(url: str) -> str:
@@ -83,7 +64,7 @@ def test_the_api_key_stays_out_of_the_web_ui_and_off_other_hosts(tmp_path: Path)
     from emulator import EmulatorProcess
 
     port = free_port()
-    listener = Listener()
+    listener = _listener()
     with EmulatorProcess("--ttft-ms", "20", "--itl-ms", "5") as emu:
         proc = subprocess.Popen(
             [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfiles" / "chat.py"), "--web-port", str(port),

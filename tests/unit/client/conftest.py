@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from ._scripted import Script, ScriptedServer
+from tests.fakes.scripted import Script, ScriptedServer
 
 
 @pytest.fixture

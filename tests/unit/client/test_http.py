@@ -14,9 +14,8 @@ import time
 import gevent
 import pytest
 
+from tests.fakes.scripted import END, HEAD, chunk
 from workloads.client.http import HttpConnection, ProtocolError, kernel_timestamps_supported
-
-from ._scripted import END, HEAD, chunk
 
 
 def _stream(conn: socket.socket, _n: int) -> None:

@@ -16,11 +16,10 @@ import time
 import gevent
 import pytest
 
+from tests.fakes.scripted import END, HEAD, chunk
 from workloads.client import CompletionRequest, LlmClient
 from workloads.client.http import kernel_timestamps_supported
 from workloads.rundir import LATE_EVENT_S
-
-from ._scripted import END, HEAD, chunk
 
 TOKENS = 10
 GAP_S = 0.005

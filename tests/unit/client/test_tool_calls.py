@@ -8,9 +8,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.fakes.scripted import END, HEAD, ScriptedServer, chunk
 from workloads.client import CompletionRequest, LlmClient, StreamError, StreamTimer
-
-from ._scripted import END, HEAD, ScriptedServer, chunk
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "vllm"
 TOOLS = [{"type": "function", "function": {"name": "read_file", "description": "Read a file",

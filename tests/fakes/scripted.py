@@ -65,5 +65,10 @@ class ScriptedServer:
                 except OSError:
                     return
 
+    @property
+    def seen(self) -> bytes:
+        """Every request so far, its raw bytes joined."""
+        return b"".join(self.requests)
+
     def close(self) -> None:
         self.sock.close()
