@@ -44,6 +44,8 @@ class _Parser(argparse.ArgumentParser):
 
     def __init__(self, **kwargs: Any) -> None:
         self.flags: list[str] = []  # before super().__init__, which adds --help through add_argument
+        #: the subcommands' parsers, by name (the top-level parser's)
+        self.sub: dict[str, argparse.ArgumentParser] = {}
         super().__init__(**{"allow_abbrev": False, **kwargs})
 
     def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
@@ -67,6 +69,28 @@ def main(argv: list[str] | None = None, prog: str = _PROG, names: Mapping[str, s
     """Entry point; returns the exit code. ``prog``: the command that ran it, ``names``: what it calls the
     subcommands (``tokenstorm`` calls ``build`` ``report``): its help and error lines then say those."""
     names = dict(names or {})
+    p = _parser(prog, names)
+    args = p.parse_args(argv)
+    who = "reports" if prog == _PROG else f"{prog} {names.get(args.cmd, args.cmd)}"  # what its lines begin with
+    try:
+        if args.cmd == "export":
+            return _export(args.run_dir, args.output)
+        if args.cmd == "alert-rules":
+            rules = alert_rules(load_slo_spec(args.slo), args.window, args.for_)
+            sys.stdout.write(rules.to_yaml())
+            for target, why in rules.skipped:
+                print(f"{who}: no rule for {target.label}: {why}", file=sys.stderr)
+            return 0
+        if args.cmd == "build":
+            return _build(args, who, p.sub[args.cmd])
+        return _compare(args, who, p.sub[args.cmd])
+    except (FileNotFoundError, WriteFailed, SloSpecError, AlertRuleError, NewerSchema) as exc:
+        print(f"{who}: {exc}", file=sys.stderr)
+        return 2
+
+
+def _parser(prog: str, names: dict[str, str]) -> _Parser:
+    """The command line: ``build``, ``compare``, ``alert-rules`` and ``export`` (their parsers in ``.sub``)."""
     description = __doc__ or ""
     for cmd, name in names.items():
         description = description.replace(f"{_PROG} {cmd} ", f"{prog} {name} ")
@@ -130,51 +154,46 @@ def main(argv: list[str] | None = None, prog: str = _PROG, names: Mapping[str, s
         "-o", "--output", type=Path, default=None, help="where to (default RUN_DIR/requests.jsonl; - for stdout)"
     )
     p.flags.extend(flag for sub_parser in (b, c, a, e) for flag in sub_parser.flags)  # argparse says them on p
-    args = p.parse_args(argv)
-    who = "reports" if prog == _PROG else prog_of(args.cmd)  # what its lines begin with
+    p.sub = {"build": b, "compare": c, "alert-rules": a, "export": e}
+    return p
+
+
+def _build(args: argparse.Namespace, who: str, parser: argparse.ArgumentParser) -> int:
+    """``build``: the report of one run; its exit code is the run's verdict's."""
+    spec = spec_for_run(args.run_dir, args.slo)
     try:
-        if args.cmd == "export":
-            return _export(args.run_dir, args.output)
-        if args.cmd == "alert-rules":
-            rules = alert_rules(load_slo_spec(args.slo), args.window, args.for_)
-            sys.stdout.write(rules.to_yaml())
-            for target, why in rules.skipped:
-                print(f"{who}: no rule for {target.label}: {why}", file=sys.stderr)
-            return 0
-        if args.cmd == "build":
-            spec = spec_for_run(args.run_dir, args.slo)
-            try:
-                level = None if args.confidence is None else parse_confidence(args.confidence)
-            except ValueError as exc:
-                b.error(str(exc))
-            result = build_report(
-                args.run_dir, spec, live=args.live, gpu_cost_per_hour=args.gpu_cost_per_hour, confidence=level
-            )
-            print(f"{who}: {result.summary.verdict}: {result.summary.reason}")
-            written = [result.report.name] if args.live else [result.report.name, result.junit.name,
-                                                                 result.summary_json.name]  # fmt: skip
-            print(f"{who}: wrote {', '.join(written)} in {args.run_dir}")
-            return result.exit_code
-        if not 0 <= args.baseline < len(args.run_dirs):
-            c.error("--baseline must index one of the runs given")
-        try:
-            confidence = None if args.confidence is None else parse_confidence(args.confidence)
-        except ValueError as exc:
-            c.error(str(exc))
-        try:
-            comparison = compare_runs(args.run_dirs, args.baseline, args.threshold, confidence)
-        except (CompareInputError, ValueError) as exc:  # a file that is no run (malformed, newer schema)
-            print(f"{who}: {exc}", file=sys.stderr)
-            return 2
-        if len(comparison.runs) < 2:
-            c.error("compare needs at least two runs (or one A/B run, whose targets it compares)")
-        print(comparison.to_text(details=args.details))
-        if args.html:
-            args.html.write_text(comparison.to_html(), encoding="utf-8")
-        return 1 if comparison.regressions else 0
-    except (FileNotFoundError, WriteFailed, SloSpecError, AlertRuleError, NewerSchema) as exc:
+        level = None if args.confidence is None else parse_confidence(args.confidence)
+    except ValueError as exc:
+        parser.error(str(exc))
+    result = build_report(
+        args.run_dir, spec, live=args.live, gpu_cost_per_hour=args.gpu_cost_per_hour, confidence=level
+    )
+    print(f"{who}: {result.summary.verdict}: {result.summary.reason}")
+    written = [result.report.name] if args.live else [result.report.name, result.junit.name,
+                                                         result.summary_json.name]  # fmt: skip
+    print(f"{who}: wrote {', '.join(written)} in {args.run_dir}")
+    return result.exit_code
+
+
+def _compare(args: argparse.Namespace, who: str, parser: argparse.ArgumentParser) -> int:
+    """``compare``: runs side by side; 1 when one regressed against the baseline."""
+    if not 0 <= args.baseline < len(args.run_dirs):
+        parser.error("--baseline must index one of the runs given")
+    try:
+        confidence = None if args.confidence is None else parse_confidence(args.confidence)
+    except ValueError as exc:
+        parser.error(str(exc))
+    try:
+        comparison = compare_runs(args.run_dirs, args.baseline, args.threshold, confidence)
+    except (CompareInputError, ValueError) as exc:  # a file that is no run (malformed, newer schema)
         print(f"{who}: {exc}", file=sys.stderr)
         return 2
+    if len(comparison.runs) < 2:
+        parser.error("compare needs at least two runs (or one A/B run, whose targets it compares)")
+    print(comparison.to_text(details=args.details))
+    if args.html:
+        args.html.write_text(comparison.to_html(), encoding="utf-8")
+    return 1 if comparison.regressions else 0
 
 
 def _export(run_dir: Path, output: Path | None) -> int:

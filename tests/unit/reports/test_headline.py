@@ -13,6 +13,8 @@ import pytest
 
 from reports import build_report, console_block, load_slo_spec
 from tests.conftest import make_run_dir, request
+from workloads.plugin.core.flags import TOPICS
+from workloads.plugin.core.options import recorded_options
 
 
 class _Figures(HTMLParser):
@@ -199,8 +201,10 @@ def test_margins_slo_source_and_options_read_as_words(tmp_path: Path) -> None:
                "max_tokens": 64, "sweep_count": 8, "sweep_level_time": 30.0, "capacity_max": 1024,
                "capacity_step": 4, "web_port": 8089, "master_port": 5557, "request_timeout": 600.0,
                "stall_timeout": 5.0, "extra_body": '{"top_k": 5}'}  # fmt: skip
-    run_dir = make_run_dir(tmp_path / "run", records, {"status": "finished", "options": options,
-                                                       "slo_spec_source": "<default>"})  # fmt: skip
+    # run.json records each option's default beside it, as the plugin writes it: tokenstorm's declared defaults
+    defaults = recorded_options({f.dest: f.default_value() for topic in TOPICS for f in topic.flags})
+    meta = {"status": "finished", "options": options, "option_defaults": defaults, "slo_spec_source": "<default>"}
+    run_dir = make_run_dir(tmp_path / "run", records, meta)
     build_report(run_dir)
     html = (run_dir / "report.html").read_text()
     # 0 errors against at most 1%: 1 percentage point of headroom, not "-100.0%"
@@ -213,8 +217,8 @@ def test_margins_slo_source_and_options_read_as_words(tmp_path: Path) -> None:
     for unused in ("--sweep-count", "--capacity-max", "--web-port", "--master-port", "--request-timeout"):
         assert unused not in table, unused
     # A sweep run shows its own options, defaults included.
-    sweep_dir = make_run_dir(tmp_path / "sweep", records, {"status": "finished", "options": {
-        **options, "locustfile": "/x/locustfiles/shape_sweep.py"}})  # fmt: skip
+    sweep = {**meta, "options": {**options, "locustfile": "/x/locustfiles/shape_sweep.py"}}
+    sweep_dir = make_run_dir(tmp_path / "sweep", records, sweep)
     build_report(sweep_dir)
     table = (sweep_dir / "report.html").read_text().split('id="options"')[1].split("</table>")[0]
     assert "--sweep-count" in table and "--sweep-level-time" in table and "--capacity-max" not in table
