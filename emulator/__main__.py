@@ -37,8 +37,12 @@ async def _main(args: argparse.Namespace, config: EmulatorConfig) -> None:
     except OSError as exc:
         raise _CannotStart(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     # stderr, not stdout: the ready line below is what a parent waits for, and its format stays.
-    print(f"tokenstorm emulator: seed {server.seed} (--seed {server.seed} draws the same faults, lengths, text and "
-          "tool calls for the same requests in the same order)", file=sys.stderr, flush=True)  # fmt: skip
+    print(
+        f"tokenstorm emulator: seed {server.seed} (--seed {server.seed} draws the same faults, lengths, text and "
+        "tool calls for the same requests in the same order)",
+        file=sys.stderr,
+        flush=True,
+    )
     print(f"tokenstorm emulator (SIMULATED vLLM) listening on http://{args.host}:{port}", flush=True)
     if args.exit_with_stdin:
         # Only once it is running: a start that fails must not leave a thread blocked in stdin's

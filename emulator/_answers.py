@@ -56,8 +56,10 @@ _QUESTION = {
     "en": re.compile(r"Also answer, on the first line of your reply: what is the (.+?) stated in the contract\?"),
     "zh": re.compile(r"另外，请在回复的第一行回答：合同中约定的(.+?)是什么？"),
 }
-_FACT = {"en": r"(?m)^[^\n]{{0,24}}?The {subject} is ([^\n]+?)\.[ \t]*$",
-         "zh": r"(?m)^[^\n]{{0,24}}?{subject}为([^\n]+?)。[ \t]*$"}  # fmt: skip
+_FACT = {
+    "en": r"(?m)^[^\n]{{0,24}}?The {subject} is ([^\n]+?)\.[ \t]*$",
+    "zh": r"(?m)^[^\n]{{0,24}}?{subject}为([^\n]+?)。[ \t]*$",
+}
 _PYTEST = "Write pytest unit tests"
 #: pieces planned when the request is read; a longer answer draws the rest as it streams
 EAGER_PIECES = 4096
@@ -122,8 +124,9 @@ def asked_of(body: dict[str, Any], chat: bool, prompt: str) -> Asked:
     user = _last_user(body)
     asked, value = _needle(user, prompt)
     pytest = _PYTEST in user
-    return Asked(script_of(user), code=pytest or "```" in user, pytest=pytest, needle_asked=asked, needle=value,
-                 greedy=greedy)  # fmt: skip
+    return Asked(
+        script_of(user), code=pytest or "```" in user, pytest=pytest, needle_asked=asked, needle=value, greedy=greedy
+    )
 
 
 def wrong_kinds(asked: Asked, tools: bool) -> tuple[str, ...]:
@@ -198,8 +201,9 @@ class Answered:
     wrong: set[str] = field(default_factory=set)
 
 
-def _text(asked: Asked, rng: random.Random, n: int, cap: int, fill: bool, finish: str,
-          wrong: set[str]) -> tuple[list[str], int, str, Callable[[int], str] | None, set[str]]:  # fmt: skip
+def _text(
+    asked: Asked, rng: random.Random, n: int, cap: int, fill: bool, finish: str, wrong: set[str]
+) -> tuple[list[str], int, str, Callable[[int], str] | None, set[str]]:
     """The text answer's tokens (the first :data:`EAGER_PIECES`), its length, finish, the rest's source, the
     knobs used. ``n``: the length drawn, ``cap``: the most allowed, ``fill``: exactly ``cap`` (ignore_eos)."""
     used: set[str] = set()
@@ -250,9 +254,17 @@ def _text(asked: Asked, rng: random.Random, n: int, cap: int, fill: bool, finish
     return pieces, n, finish, more, used
 
 
-def plan_answer(cfg: EmulatorConfig, body: dict[str, Any], chat: bool, asked: Asked, rng: random.Random,
-                prompt_tokens: int, tool_choice: str, functions: list[dict[str, Any]],
-                wrong: set[str]) -> Answered:  # fmt: skip
+def plan_answer(
+    cfg: EmulatorConfig,
+    body: dict[str, Any],
+    chat: bool,
+    asked: Asked,
+    rng: random.Random,
+    prompt_tokens: int,
+    tool_choice: str,
+    functions: list[dict[str, Any]],
+    wrong: set[str],
+) -> Answered:
     """The answer to ``body``: its length and finish drawn from ``rng`` (at temperature 0, seeded with the
     prompt), the call (a tool call, when the request's tools ask for one) or the text, spoiled by ``wrong``."""
     max_tokens = body.get("max_tokens") or body.get("max_completion_tokens")
@@ -281,8 +293,9 @@ def plan_answer(cfg: EmulatorConfig, body: dict[str, Any], chat: bool, asked: As
         cut = reasoning_tokens + call.tokens > max_tokens or (ignore_eos and output_tokens == max_tokens)
         began = output_tokens > reasoning_tokens  # not when it reasoned up to max_tokens
         if began:
-            return Answered(output_tokens, "length" if cut else call.finish, reasoning_tokens, call, [], thought,
-                            wrong=used)  # fmt: skip
+            return Answered(
+                output_tokens, "length" if cut else call.finish, reasoning_tokens, call, [], thought, wrong=used
+            )
         return Answered(output_tokens, "length" if cut else call.finish, reasoning_tokens, None, [], thought)
     cap = max_tokens - reasoning_tokens
     if cap < 1:  # it reasoned up to max_tokens
@@ -310,9 +323,19 @@ def token_text(plan: Plan, j: int, tags: str | None) -> str:
     return text
 
 
-def answer_for(cfg: EmulatorConfig, body: dict[str, Any], chat: bool, text: str, prompt: bytes, prompt_tokens: int,
-               tool_choice: str, functions: list[dict[str, Any]], server_rng: random.Random,
-               wrong_rng: random.Random, running: int) -> Answered:  # fmt: skip
+def answer_for(
+    cfg: EmulatorConfig,
+    body: dict[str, Any],
+    chat: bool,
+    text: str,
+    prompt: bytes,
+    prompt_tokens: int,
+    tool_choice: str,
+    functions: list[dict[str, Any]],
+    server_rng: random.Random,
+    wrong_rng: random.Random,
+    running: int,
+) -> Answered:
     """The answer to ``body`` (``text``/``prompt``: its prompt as text and bytes), the ``--wrong-*`` knobs that
     apply drawn from ``wrong_rng`` (``running``: requests being served beside it). At temperature 0 it is drawn
     from a generator seeded with the prompt, else from ``server_rng``."""
@@ -326,8 +349,17 @@ def answer_for(cfg: EmulatorConfig, body: dict[str, Any], chat: bool, text: str,
         rng = random.Random(wrong_rng.getrandbits(64))
     answered = plan_answer(cfg, body, chat, asked, rng, prompt_tokens, tool_choice, functions, wrong)
     if "consistency" in wrong:
-        same = plan_answer(cfg, body, chat, asked, random.Random(prompt_seed(prompt)), prompt_tokens, tool_choice,
-                           functions, wrong - {"consistency"})  # fmt: skip
+        same = plan_answer(
+            cfg,
+            body,
+            chat,
+            asked,
+            random.Random(prompt_seed(prompt)),
+            prompt_tokens,
+            tool_choice,
+            functions,
+            wrong - {"consistency"},
+        )
         if same.pieces == answered.pieces and answered.pieces:  # drawn alike all the same: make it differ
             answered.pieces[-1] += "!" if asked.lang == "en" else "！"
         answered.wrong.add("consistency")

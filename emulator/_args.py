@@ -149,8 +149,13 @@ def build_parser(add_help: bool = True, prog: str = PROG) -> argparse.ArgumentPa
 
 def _parser(add_help: bool, prog: str = PROG) -> _Parser:
     d = EmulatorConfig()
-    p = _Parser(prog=prog, description="Run the emulated vLLM server (prints its URL when ready).",
-                allow_abbrev=False, exit_on_error=False, add_help=add_help)  # fmt: skip
+    p = _Parser(
+        prog=prog,
+        description="Run the emulated vLLM server (prints its URL when ready).",
+        allow_abbrev=False,
+        exit_on_error=False,
+        add_help=add_help,
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=_whole("--port", 0, 65535), default=0, help="0 picks a free port (default)")
     p.add_argument("--model", default=d.model)
@@ -179,8 +184,12 @@ def _parser(add_help: bool, prog: str = PROG) -> _Parser:
         "generation_time_ms (first -> last token), mean_itl_ms, tokens_per_second}",
     )
     p.add_argument("--max-model-len", type=_whole("--max-model-len"), default=d.max_model_len)
-    p.add_argument("--block-size", type=_whole("--block-size"), default=d.block_size,
-                   help="KV-cache block size: the prefix cache's unit (said in vllm:cache_config_info)")  # fmt: skip
+    p.add_argument(
+        "--block-size",
+        type=_whole("--block-size"),
+        default=d.block_size,
+        help="KV-cache block size: the prefix cache's unit (said in vllm:cache_config_info)",
+    )
     p.add_argument(
         "--prefix-cache-blocks",
         type=_whole("--prefix-cache-blocks", 0),

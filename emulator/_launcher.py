@@ -39,9 +39,14 @@ class EmulatorProcess:
         # kill the server under the users' in-flight requests; whoever started it stops it, after
         # the users. (--exit-with-stdin ends it if that process dies without stopping it.)
         self._proc = subprocess.Popen(
-            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, env=env,
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+            env=env,
             start_new_session=True,
-        )  # fmt: skip
+        )
         self.url = self._wait_ready(startup_timeout_s)
 
     def _wait_ready(self, timeout_s: float) -> str:

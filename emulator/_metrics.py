@@ -57,8 +57,9 @@ class EmulatorMetrics:
         self.itl = Histogram("vllm:inter_token_latency_seconds", "ITL", labels, buckets=_LATENCY_BUCKETS, registry=r)
         self.e2e = Histogram("vllm:e2e_request_latency_seconds", "E2E", labels, buckets=_LATENCY_BUCKETS, registry=r)
         if cache_config:  # vLLM's engine configuration, as it exposes it: a gauge of 1 with the settings as labels
-            info = Gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", sorted(cache_config),
-                         registry=r)  # fmt: skip
+            info = Gauge(
+                "vllm:cache_config_info", "Information of the LLMEngine CacheConfig", sorted(cache_config), registry=r
+            )
             info.labels(**cache_config).set(1)
         for metric in (
             self.running,

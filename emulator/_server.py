@@ -33,7 +33,7 @@ from ._framing import CHAT, COMPLETIONS, Api, Framing, RequestRefused, Whole, co
 from ._http import Request, chunk, read_request, reset, send, send_json
 from ._messages import MESSAGES
 from ._metrics import EmulatorMetrics
-from ._payloads import ERROR_FAULTS, Plan, fault_error, prompt_text, prompt_tokens_of
+from ._payloads import ERROR_FAULTS, Plan, chunk_sizes, fault_error, prompt_text, prompt_tokens_of
 from ._prefix_cache import PrefixCache
 from ._responses import RESPONSES
 from ._tools import ToolCall, tool_delta
@@ -167,8 +167,12 @@ class EmulatorServer:
             frames = api.endless(model) if api.endless is not None else None
             return await endless(writer, self.config, body, chat, prompt_tokens, frames)
         answered = self._answer(body, chat, text, prompt, prompt_tokens, asked.tool_choice, asked.functions)
-        output_tokens, finish, reasoning_tokens, call = (answered.output_tokens, answered.finish,
-                                                         answered.reasoning_tokens, answered.call)  # fmt: skip
+        output_tokens, finish, reasoning_tokens, call = (
+            answered.output_tokens,
+            answered.finish,
+            answered.reasoning_tokens,
+            answered.call,
+        )
         truth = Truth(
             req.headers.get("x-request-id", uuid.uuid4().hex),
             fault,
@@ -247,11 +251,30 @@ class EmulatorServer:
         truth.tool_calls, truth.tool_call_ids, truth.tool_call_tokens = 1, [call.call_id], n
         return Whole("", reasoning, call.history_entry(n))
 
-    def _answer(self, body: dict[str, Any], chat: bool, text: str, prompt: bytes, prompt_tokens: int,
-                tool_choice: str, functions: list[dict[str, Any]]) -> Answered:  # fmt: skip
+    def _answer(
+        self,
+        body: dict[str, Any],
+        chat: bool,
+        text: str,
+        prompt: bytes,
+        prompt_tokens: int,
+        tool_choice: str,
+        functions: list[dict[str, Any]],
+    ) -> Answered:
         """What the request is answered with (``_answers``), spoiled by the ``--wrong-*`` knobs drawn for it."""
-        answered = answer_for(self.config, body, chat, text, prompt, prompt_tokens, tool_choice, functions,
-                              self._rng, self._wrong_rng, self._running)  # fmt: skip
+        answered = answer_for(
+            self.config,
+            body,
+            chat,
+            text,
+            prompt,
+            prompt_tokens,
+            tool_choice,
+            functions,
+            self._rng,
+            self._wrong_rng,
+            self._running,
+        )
         if answered.call is not None and body.get("temperature") == 0:  # the same call, but an id of its own
             answered.call.call_id = f"chatcmpl-tool-{self._rng.getrandbits(64):016x}"
         return answered
@@ -275,7 +298,7 @@ class EmulatorServer:
         # A tool call, or the answer after reasoning in its own field, starts an event of its own.
         r = plan.reasoning_tokens
         split = r if call or cfg.reasoning_format == "field" else 0
-        sizes = _chunk_sizes(plan.output_tokens, cfg.tokens_per_chunk, split)
+        sizes = chunk_sizes(plan.output_tokens, cfg.tokens_per_chunk, split)
         fault_at = max(1, len(sizes) // 2)
         first_deadline = start + truth.imposed_ttft_s
         sent_tokens = 0
@@ -369,14 +392,6 @@ class EmulatorServer:
         if self._truth_fh is not None:
             self._truth_fh.write(json.dumps(truth_dict(truth)) + "\n")
             self._truth_fh.flush()
-
-
-def _chunk_sizes(tokens: int, per_chunk: int, split: int) -> list[int]:
-    """Tokens per event: ``per_chunk`` at a time, an event ending at token ``split`` (0: none) before the rest."""
-    sizes: list[int] = []
-    for begin, end in ((0, split), (split, tokens)) if 0 < split < tokens else ((0, tokens),):
-        sizes.extend(min(per_chunk, end - t) for t in range(begin, end, per_chunk))
-    return sizes
 
 
 async def _sleep_until(deadline: float) -> None:

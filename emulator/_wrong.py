@@ -30,8 +30,9 @@ __all__ = ["WRONG_KINDS", "break_json", "draw_wrong", "looping", "wrong_value"]
 _TOKEN = re.compile(r"\s*(?:\w+|[^\w\s]+)|\s+")
 
 
-def draw_wrong(rng: random.Random, rates: Mapping[str, float], kinds: Iterable[str], running: int,
-               rise: int) -> set[str]:  # fmt: skip
+def draw_wrong(
+    rng: random.Random, rates: Mapping[str, float], kinds: Iterable[str], running: int, rise: int
+) -> set[str]:
     """Which of ``kinds`` (those that apply to the request) spoil its answer, each drawn on its own."""
     scale = 1.0 if rise <= 0 else min(1.0, running / rise)
     return {kind for kind in kinds if rates.get(kind, 0.0) > 0 and rng.random() < rates[kind] * scale}

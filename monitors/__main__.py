@@ -56,8 +56,12 @@ def main(argv: list[str] | None = None) -> int:
         allow_abbrev=False,
     )
     c.add_argument("--run-dir", type=Path, required=True)
-    c.add_argument("--target", action="append", default=[],
-                   help="[LABEL=]base URL whose /metrics is scraped (repeat for A/B targets)")  # fmt: skip
+    c.add_argument(
+        "--target",
+        action="append",
+        default=[],
+        help="[LABEL=]base URL whose /metrics is scraped (repeat for A/B targets)",
+    )
     c.add_argument("--gpu-monitor", default=None, help="a GPU sidecar URL, or 'local'")
     c.add_argument("--interval", type=float, default=1.0)
     args = p.parse_args(argv)
@@ -65,10 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "collect":
         if args.interval <= 0:
             p.error("--interval must be > 0")
-        targets = [(t.partition("=")[0], t.partition("=")[2]) if "=" in t.split("://")[0] else ("", t)
-                   for t in args.target]  # fmt: skip
-        return run_collector(args.run_dir, target_url=None, targets=targets, gpu_monitor=args.gpu_monitor,
-                             interval_s=args.interval)  # fmt: skip
+        targets = [
+            (t.partition("=")[0], t.partition("=")[2]) if "=" in t.split("://")[0] else ("", t) for t in args.target
+        ]
+        return run_collector(
+            args.run_dir, target_url=None, targets=targets, gpu_monitor=args.gpu_monitor, interval_s=args.interval
+        )
 
     if args.cmd == "server-metrics":
         try:

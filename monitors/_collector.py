@@ -53,8 +53,9 @@ class RunMonitor:
         # One scraper per target (A/B runs: each sample carries its target's label).
         pairs = targets or ([("", target_url)] if target_url else [])
         auth = authorization or {}
-        self._scrapers = {label: ServerMetricsScraper(url, timeout_s, authorization=auth.get(url.rstrip("/")))
-                          for label, url in pairs}  # fmt: skip
+        self._scrapers = {
+            label: ServerMetricsScraper(url, timeout_s, authorization=auth.get(url.rstrip("/"))) for label, url in pairs
+        }
         self._sidecar = gpu_monitor.rstrip("/") if gpu_monitor and gpu_monitor != "local" else None
         self._local = local_sampler
         self._timeout_s = timeout_s
@@ -104,8 +105,11 @@ class RunMonitor:
                 sample = scraper.scrape()
             except MetricsUnavailable as exc:
                 if label not in self._server_seen:
-                    log.warning("tokenstorm: notice — %s; server metrics are off for this run%s", exc,
-                                f" (target {label})" if label else "")  # fmt: skip
+                    log.warning(
+                        "tokenstorm: notice — %s; server metrics are off for this run%s",
+                        exc,
+                        f" (target {label})" if label else "",
+                    )
                     del self._scrapers[label]
                     continue
                 self._gap("server", str(exc), self._server_fh, key=name)

@@ -153,8 +153,14 @@ def _tail_rows(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def run_collector(run_dir: Path, *, target_url: str | None, gpu_monitor: str | None, interval_s: float,
-                  targets: list[tuple[str, str]] | None = None) -> int:  # fmt: skip
+def run_collector(
+    run_dir: Path,
+    *,
+    target_url: str | None,
+    gpu_monitor: str | None,
+    interval_s: float,
+    targets: list[tuple[str, str]] | None = None,
+) -> int:
     """The child's loop (``python -m monitors collect``): poll every interval until SIGTERM."""
     from ._gpu import open_gpu_sampler
     from ._nvml import NoGpuError

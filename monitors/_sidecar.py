@@ -158,8 +158,12 @@ class Sidecar:
                 if url.path == "/health":
                     self._send(200, {"ok": True})
                 elif url.path == "/info":
-                    info = {"backend": sidecar.sampler.source, "interval_s": sidecar.interval_s,
-                            "errors": sidecar.errors, "gpus": sidecar.gpus}  # fmt: skip
+                    info = {
+                        "backend": sidecar.sampler.source,
+                        "interval_s": sidecar.interval_s,
+                        "errors": sidecar.errors,
+                        "gpus": sidecar.gpus,
+                    }
                     self._send(200, info)
                 elif url.path == "/samples":
                     try:

@@ -18,13 +18,35 @@ __all__ = ["SMI_FIELDS", "SmiSampler", "parse_smi_csv", "parse_smi_identity"]
 
 #: The fields asked for, in order (the same list recorded in tests/fixtures/gpu/).
 SMI_FIELDS = (
-    "timestamp", "index", "uuid", "name", "pci.bus_id", "driver_version", "pstate", "temperature.gpu",
-    "temperature.memory", "utilization.gpu", "utilization.memory", "memory.total", "memory.used", "memory.free",
-    "memory.reserved", "power.draw", "power.draw.instant", "power.limit", "clocks.current.sm",
-    "clocks.current.memory", "clocks.current.graphics", "clocks.max.sm", "fan.speed",
-    "encoder.stats.sessionCount", "pcie.link.gen.current", "pcie.link.width.current",
-    "clocks_event_reasons.active", "ecc.errors.uncorrected.volatile.total",
-)  # fmt: skip
+    "timestamp",
+    "index",
+    "uuid",
+    "name",
+    "pci.bus_id",
+    "driver_version",
+    "pstate",
+    "temperature.gpu",
+    "temperature.memory",
+    "utilization.gpu",
+    "utilization.memory",
+    "memory.total",
+    "memory.used",
+    "memory.free",
+    "memory.reserved",
+    "power.draw",
+    "power.draw.instant",
+    "power.limit",
+    "clocks.current.sm",
+    "clocks.current.memory",
+    "clocks.current.graphics",
+    "clocks.max.sm",
+    "fan.speed",
+    "encoder.stats.sessionCount",
+    "pcie.link.gen.current",
+    "pcie.link.width.current",
+    "clocks_event_reasons.active",
+    "ecc.errors.uncorrected.volatile.total",
+)
 
 
 def _num(text: str) -> float | None:
@@ -89,8 +111,14 @@ def parse_smi_identity(text: str) -> list[dict[str, Any]]:
         if len(cols) != len(SMI_FIELDS) or not cols[1].isdigit():
             continue  # a header, a blank line or a different query
         driver = cols[idx["driver_version"]]
-        out.append(gpu_identity(int(cols[idx["index"]]), cols[idx["name"]], _num(cols[idx["memory.total"]]),
-                                None if driver.startswith("[") or driver == "N/A" else driver))  # fmt: skip
+        out.append(
+            gpu_identity(
+                int(cols[idx["index"]]),
+                cols[idx["name"]],
+                _num(cols[idx["memory.total"]]),
+                None if driver.startswith("[") or driver == "N/A" else driver,
+            )
+        )
     return out
 
 

@@ -111,8 +111,9 @@ def looks_like_vllm(sample: ServerSample) -> bool:
 class ServerMetricsScraper:
     """Fetches and parses ``BASE_URL/metrics``."""
 
-    def __init__(self, base_url: str, timeout_s: float = 5.0, api_key: str | None = None, *,
-                 authorization: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, base_url: str, timeout_s: float = 5.0, api_key: str | None = None, *, authorization: str | None = None
+    ) -> None:
         # user:password@ in the URL: Basic auth (urllib would take them for the host name)
         base, credentials = split_credentials(base_url.rstrip("/"))
         if base.endswith("/v1"):

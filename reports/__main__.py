@@ -107,8 +107,12 @@ def _parser(prog: str, names: dict[str, str]) -> _Parser:
     b.add_argument("run_dir", type=Path, metavar="RUN_DIR", help=f"the run directory{newest}")
     b.add_argument("--slo", type=Path, default=None, help="judge by this SLO file instead of the run's own")
     b.add_argument("--live", action="store_true", help="a snapshot of a run still going (not 'incomplete')")
-    b.add_argument("--gpu-cost-per-hour", type=float, default=None,
-                   help="price of one GPU-hour: adds the cost per 1M tokens (overrides the run's)")  # fmt: skip
+    b.add_argument(
+        "--gpu-cost-per-hour",
+        type=float,
+        default=None,
+        help="price of one GPU-hour: adds the cost per 1M tokens (overrides the run's)",
+    )
     b.add_argument(
         "--confidence",
         default=None,
@@ -169,8 +173,7 @@ def _build(args: argparse.Namespace, who: str, parser: argparse.ArgumentParser) 
         args.run_dir, spec, live=args.live, gpu_cost_per_hour=args.gpu_cost_per_hour, confidence=level
     )
     print(f"{who}: {result.summary.verdict}: {result.summary.reason}")
-    written = [result.report.name] if args.live else [result.report.name, result.junit.name,
-                                                         result.summary_json.name]  # fmt: skip
+    written = [result.report.name] if args.live else [result.report.name, result.junit.name, result.summary_json.name]
     print(f"{who}: wrote {', '.join(written)} in {args.run_dir}")
     return result.exit_code
 

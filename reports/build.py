@@ -11,7 +11,7 @@ from reports.judging.summary import RunSummary, summarize
 from reports.render.html import render_report
 from reports.render.junit import junit_xml
 from reports.sections.sweep.capacity import capacity_block, capacity_verdict
-from reports.sections.sweep.model import sweep_block, sweep_verdict
+from reports.sections.sweep.verdict import sweep_block, sweep_verdict
 from workloads.rundir import EXIT_CODES, JUNIT_FILE, REPORT_FILE, SUMMARY_FILE, read_run_meta, write_summary
 from workloads.rundir.faults import write_bytes_atomic
 
@@ -47,9 +47,14 @@ def spec_for_run(run_dir: Path, override: Path | None = None) -> SloSpec:
     return load_slo_spec()
 
 
-def build_report(run_dir: Path, spec: SloSpec | None = None, run_failed_error_rate: float = 0.5,
-                 live: bool = False, gpu_cost_per_hour: float | None = None,
-                 confidence: float | None = None) -> BuildResult:  # fmt: skip
+def build_report(
+    run_dir: Path,
+    spec: SloSpec | None = None,
+    run_failed_error_rate: float = 0.5,
+    live: bool = False,
+    gpu_cost_per_hour: float | None = None,
+    confidence: float | None = None,
+) -> BuildResult:
     """Write the three outputs into ``run_dir`` (``live``: a view of a run still going — report.html only;
     ``gpu_cost_per_hour``: a price that overrides the run's and the SLO file's; ``confidence``: the SLO
     intervals' (overrides the run's ``--confidence``; 0: point estimates))."""

@@ -78,8 +78,9 @@ def _metavar(flag: Flag) -> str:
 
 def options_help() -> str:
     """tokenstorm's options, one section per topic: flag, help, default."""
-    parser = argparse.ArgumentParser(prog="tokenstorm run", usage=argparse.SUPPRESS, add_help=False,
-                                     formatter_class=_Formatter)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="tokenstorm run", usage=argparse.SUPPRESS, add_help=False, formatter_class=_Formatter
+    )
     for topic in TOPICS:
         group = parser.add_argument_group(topic.title)
         for flag in topic.flags:
@@ -103,14 +104,20 @@ def _bundled_help() -> str:
 
 def top_help() -> str:
     """``tokenstorm --help``: the commands, examples, and every tokenstorm option by topic."""
-    return "\n".join((
-        "usage: tokenstorm COMMAND [ARGS...]\n",
-        _wrap("Load tests of LLM serving endpoints that speak vLLM's OpenAI-compatible API, on Locust."),
-        _COMMANDS, _bundled_help(), _EXAMPLES,
-        _wrap("tokenstorm's options, for tokenstorm run (Locust's own, -u -r -t --host --headless..., are in "
-              "tokenstorm run --help):"),
-        options_help(),
-    ))  # fmt: skip
+    return "\n".join(
+        (
+            "usage: tokenstorm COMMAND [ARGS...]\n",
+            _wrap("Load tests of LLM serving endpoints that speak vLLM's OpenAI-compatible API, on Locust."),
+            _COMMANDS,
+            _bundled_help(),
+            _EXAMPLES,
+            _wrap(
+                "tokenstorm's options, for tokenstorm run (Locust's own, -u -r -t --host --headless..., are in "
+                "tokenstorm run --help):"
+            ),
+            options_help(),
+        )
+    )
 
 
 def _locust_help() -> str:
@@ -135,12 +142,20 @@ def _locust_help() -> str:
 def run_help() -> str:
     """``tokenstorm run --help``: usage, the bundled locustfiles, tokenstorm's options by topic, then Locust's."""
     changed = ", ".join(f.flag for t in TOPICS for f in t.flags if f.locust)
-    return "\n".join((
-        "usage: tokenstorm run NAME_OR_PATH [OPTIONS...] [UserClass ...]\n",
-        _wrap("Runs Locust with tokenstorm on the locustfile NAME_OR_PATH: a bundled name below, or the path of "
-              "your own (a bare bundled name means the bundled file; ./NAME.py for one in this folder). Every "
-              "option after it goes to Locust as given: tokenstorm run mixed ARGS is locust -f .../mixed.py ARGS."),
-        _bundled_help(), _EXAMPLES, _wrap(_EXIT_CODES),
-        "tokenstorm's options:\n", options_help(),
-        _wrap(f"Locust's options (tokenstorm changes the defaults of {changed}; see above):"), _locust_help(),
-    ))  # fmt: skip
+    return "\n".join(
+        (
+            "usage: tokenstorm run NAME_OR_PATH [OPTIONS...] [UserClass ...]\n",
+            _wrap(
+                "Runs Locust with tokenstorm on the locustfile NAME_OR_PATH: a bundled name below, or the path of "
+                "your own (a bare bundled name means the bundled file; ./NAME.py for one in this folder). Every "
+                "option after it goes to Locust as given: tokenstorm run mixed ARGS is locust -f .../mixed.py ARGS."
+            ),
+            _bundled_help(),
+            _EXAMPLES,
+            _wrap(_EXIT_CODES),
+            "tokenstorm's options:\n",
+            options_help(),
+            _wrap(f"Locust's options (tokenstorm changes the defaults of {changed}; see above):"),
+            _locust_help(),
+        )
+    )

@@ -76,5 +76,8 @@ def resolve(name_or_path: str) -> str:
 def shadowed(name_or_path: str) -> list[str]:
     """Bare bundled names that are also files in the current folder (run the bundled one; say so)."""
     files = bundled()
-    return [p for p in (s.strip() for s in name_or_path.split(",")) if not _is_path(p)
-            and p.removesuffix(".py") in files and Path(p).is_file()]  # fmt: skip
+    return [
+        p
+        for p in (s.strip() for s in name_or_path.split(","))
+        if not _is_path(p) and p.removesuffix(".py") in files and Path(p).is_file()
+    ]

@@ -35,8 +35,10 @@ def locust_argv(args: Sequence[str]) -> list[str]:
     """Locust's arguments for ``tokenstorm run ARGS``: ``-f FILE`` for the first, the rest unchanged.
     Raises :class:`UsageError` when there is no locustfile, or it is unknown, or ``-f`` is given too."""
     if not args or args[0].startswith("-"):
-        raise UsageError("which locustfile? tokenstorm run NAME_OR_PATH [OPTIONS...], e.g. tokenstorm run mixed "
-                         "(tokenstorm run --help lists the bundled ones)")  # fmt: skip
+        raise UsageError(
+            "which locustfile? tokenstorm run NAME_OR_PATH [OPTIONS...], e.g. tokenstorm run mixed "
+            "(tokenstorm run --help lists the bundled ones)"
+        )
     rest = list(args[1:])
     if any(a in _LOCUSTFILE_FLAGS or a.startswith("--locustfile=") for a in rest):
         raise UsageError("the locustfile is the first argument, not -f: tokenstorm run mixed,shape_steps ...")
@@ -55,8 +57,10 @@ def _run(args: list[str]) -> int:
         return 0
     argv = locust_argv(args)
     for name in shadowed(args[0]):
-        print(f"tokenstorm run: running the bundled {name.removesuffix('.py')}.py; ./{name} for the file in this "
-              "folder", file=sys.stderr)  # fmt: skip
+        print(
+            f"tokenstorm run: running the bundled {name.removesuffix('.py')}.py; ./{name} for the file in this folder",
+            file=sys.stderr,
+        )
     return _run_locust(argv)
 
 
@@ -198,8 +202,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if command is None:
             close = difflib.get_close_matches(args[0], COMMANDS, n=1)
-            raise UsageError(f"no command {args[0]!r} (commands: {', '.join(COMMANDS)}; tokenstorm --help)"
-                             + (f"; did you mean {close[0]}?" if close else ""))  # fmt: skip
+            raise UsageError(
+                f"no command {args[0]!r} (commands: {', '.join(COMMANDS)}; tokenstorm --help)"
+                + (f"; did you mean {close[0]}?" if close else "")
+            )
         return command(args[1:])
     except UsageError as exc:
         where = "tokenstorm" if command is None else f"tokenstorm {args[0]}"

@@ -15,11 +15,13 @@ from typing import Any
 
 #: Names tokenstorm 0.1 exported here, loaded from their new homes on first use.
 _MOVED = {
-    **dict.fromkeys(("CompletionRequest", "LlmClient", "TargetError", "SseParser", "StreamError", "StreamTimer"),
-                    "workloads.client"),
-    **dict.fromkeys(("RECORD_SCHEMA_VERSION", "ErrorCategory", "RecordWriter", "RequestRecord", "read_records"),
-                    "workloads.rundir"),
-}  # fmt: skip
+    **dict.fromkeys(
+        ("CompletionRequest", "LlmClient", "TargetError", "SseParser", "StreamError", "StreamTimer"), "workloads.client"
+    ),
+    **dict.fromkeys(
+        ("RECORD_SCHEMA_VERSION", "ErrorCategory", "RecordWriter", "RequestRecord", "read_records"), "workloads.rundir"
+    ),
+}
 
 
 def __getattr__(name: str) -> Any:

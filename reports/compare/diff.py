@@ -21,10 +21,30 @@ LENGTH_TOLERANCE = 0.2
 #: a workload's share of the requests further apart than this (absolute) is a different mix
 MIX_TOLERANCE = 0.1
 #: options that say where a run wrote, or how it was watched, not what load it offered
-_OUTPUT_OPTIONS = frozenset({"run_dir", "csv_prefix", "html_file", "json_file", "logfile", "web_port", "web_host",
-                             "master_port", "master_bind_port", "metrics_port", "loglevel", "headless", "json",
-                             "only_summary", "print_stats", "locust_stats", "live", "report_every", "autostart",
-                             "autoquit"})  # fmt: skip
+_OUTPUT_OPTIONS = frozenset(
+    {
+        "run_dir",
+        "csv_prefix",
+        "html_file",
+        "json_file",
+        "logfile",
+        "web_port",
+        "web_host",
+        "master_port",
+        "master_bind_port",
+        "metrics_port",
+        "loglevel",
+        "headless",
+        "json",
+        "only_summary",
+        "print_stats",
+        "locust_stats",
+        "live",
+        "report_every",
+        "autostart",
+        "autoquit",
+    }
+)
 
 
 def _fmt(value: Any) -> str:
@@ -113,8 +133,10 @@ def load_differences(runs: list[ComparedRun], names: list[str] | None = None) ->
             out.append(line(what, [_fmt(get(r)) for r in runs]))
     if differs(lambda a, b: not _mixes_differ(a.workload_mix, b.workload_mix)):
         out.append(line("workload mix", [_mix_text(r.workload_mix) for r in runs]))
-    for what, attr in (("prompt tokens per request (mean)", "prompt_tokens_mean"),
-                       ("output tokens per request (mean)", "output_tokens_mean")):  # fmt: skip
+    for what, attr in (
+        ("prompt tokens per request (mean)", "prompt_tokens_mean"),
+        ("output tokens per request (mean)", "output_tokens_mean"),
+    ):
         if differs(near(attr)):
             lengths: list[float | None] = [getattr(r, attr) for r in runs]
             out.append(line(what, ["—" if v is None else f"{v:.0f}" for v in lengths]))

@@ -47,8 +47,10 @@ def read_foreign(path: Path, argument: int) -> list[ComparedRun]:
         return [_vllm_run(path, argument, d, i if len(docs) > 1 else None) for i, d in enumerate(docs)]
     if all("verdict" in d and "workloads" in d for d in docs):
         raise CompareInputError(f"{path}: a tokenstorm summary.json — give its run directory ({path.parent})")
-    raise CompareInputError(f"{path}: JSON, but neither a `vllm bench serve --save-result` file (no "
-                            f"{', '.join(_VLLM_KEYS)}) nor a GuideLLM report (no benchmarks[].metrics)")  # fmt: skip
+    raise CompareInputError(
+        f"{path}: JSON, but neither a `vllm bench serve --save-result` file (no "
+        f"{', '.join(_VLLM_KEYS)}) nor a GuideLLM report (no benchmarks[].metrics)"
+    )
 
 
 def _json_documents(path: Path) -> list[dict[str, Any]]:
@@ -66,8 +68,11 @@ def _json_documents(path: Path) -> list[dict[str, Any]]:
             where = f"line {whole.lineno} column {whole.colno}"
             raise CompareInputError(f"{path}: not JSON ({where}: {whole.msg})") from None
     if not docs or not all(isinstance(d, dict) for d in docs):
-        raise CompareInputError(f"{path}: expected a JSON object (a result file), found {type(docs[0]).__name__}"
-                                if docs else f"{path}: empty file")  # fmt: skip
+        raise CompareInputError(
+            f"{path}: expected a JSON object (a result file), found {type(docs[0]).__name__}"
+            if docs
+            else f"{path}: empty file"
+        )
     return docs
 
 
@@ -77,8 +82,11 @@ def _is_vllm_bench(doc: dict[str, Any]) -> bool:
 
 def _is_guidellm(doc: dict[str, Any]) -> bool:
     benchmarks = doc.get("benchmarks")
-    return isinstance(benchmarks, list) and bool(benchmarks) and all(
-        isinstance(b, dict) and isinstance(b.get("metrics"), dict) for b in benchmarks)  # fmt: skip
+    return (
+        isinstance(benchmarks, list)
+        and bool(benchmarks)
+        and all(isinstance(b, dict) and isinstance(b.get("metrics"), dict) for b in benchmarks)
+    )
 
 
 def _dict(x: Any) -> dict[str, Any]:
@@ -96,8 +104,17 @@ def _vllm_run(path: Path, argument: int, doc: dict[str, Any], index: int | None)
         # the same names and units as summary.json: mean_/median_/std_/pNN_ of ttft/tpot/itl/e2el in ms
         if key.endswith("_ms") and _num(value) is not None:
             figures[key] = float(value)
-    for key in ("completed", "failed", "duration", "total_input_tokens", "total_output_tokens", "request_throughput",
-                "output_throughput", "total_token_throughput", "request_goodput"):  # fmt: skip
+    for key in (
+        "completed",
+        "failed",
+        "duration",
+        "total_input_tokens",
+        "total_output_tokens",
+        "request_throughput",
+        "output_throughput",
+        "total_token_throughput",
+        "request_goodput",
+    ):
         if _num(doc.get(key)) is not None:
             figures[key] = float(doc[key])
     for stem in ("ttft", "tpot", "itl", "e2el"):  # vLLM writes both median_ and p50_; the table reads median_
@@ -114,14 +131,17 @@ def _vllm_run(path: Path, argument: int, doc: dict[str, Any], index: int | None)
     else:
         burst = _num(doc.get("burstiness"))
         arrivals = "poisson" if burst in (None, 1.0) else f"gamma (burstiness {burst:g})"
-        shape = f"open loop: {arrivals} {float(rate):g} req/s" + (f", at most {concurrency} in flight"
-                                                                  if concurrency else "")  # fmt: skip
+        shape = f"open loop: {arrivals} {float(rate):g} req/s" + (
+            f", at most {concurrency} in flight" if concurrency else ""
+        )
         kind = shape
     if doc.get("num_prompts") is not None:
         shape += f", {doc['num_prompts']} prompts"
     missing = [s.upper() for s in ("ttft", "itl", "tpot", "e2el") if f"mean_{s}_ms" not in figures]
-    notes = ["vllm bench serve: latencies in ms as written; percentiles only those asked for (--metric-percentiles, "
-             "default 99)"]  # fmt: skip
+    notes = [
+        "vllm bench serve: latencies in ms as written; percentiles only those asked for (--metric-percentiles, "
+        "default 99)"
+    ]
     if missing:
         notes.append(f"vllm bench serve: no {', '.join(missing)} figures in this file (--percentile-metrics)")
     label = doc.get("label")
@@ -169,10 +189,12 @@ def _guidellm_runs(path: Path, argument: int, doc: dict[str, Any]) -> list[Compa
         out_len = backend.get("max_tokens") or data.get("output_tokens")
         users = streams if isinstance(streams, int) else strategy.get("max_concurrency")
         totals = _dict(bench["metrics"].get("request_totals"))
-        notes = ["GuideLLM: TPOT is its inter_token_latency (per request (last - first token) / (tokens - 1), "
-                 "weighted by each request's gaps); ITL is only its mean (over every gap), its percentiles are "
-                 "not of gaps; its time_per_output_token includes TTFT and is not shown; E2E is its "
-                 "request_latency (s, shown in ms)"]  # fmt: skip
+        notes = [
+            "GuideLLM: TPOT is its inter_token_latency (per request (last - first token) / (tokens - 1), "
+            "weighted by each request's gaps); ITL is only its mean (over every gap), its percentiles are "
+            "not of gaps; its time_per_output_token includes TTFT and is not shown; E2E is its "
+            "request_latency (s, shown in ms)"
+        ]
         if out_len and not backend.get("max_tokens"):
             notes.append("GuideLLM: max tokens is its synthetic data's output_tokens (a fixed length), not a cap")
         if totals.get("incomplete"):
@@ -185,25 +207,27 @@ def _guidellm_runs(path: Path, argument: int, doc: dict[str, Any]) -> list[Compa
             if warnings
             else "GuideLLM raised no warnings (its own checks of its load generation)"
         )
-        runs.append(ComparedRun(
-            name=name,
-            source=path,
-            argument=argument,
-            tool="GuideLLM" + (f" {version}" if version else ""),
-            figures={ALL: figures},
-            users_peak=int(users) if isinstance(users, int) else None,
-            duration_s=_num(bench.get("duration")),
-            load_shape=_guidellm_shape(kind, strategy),
-            load_kind=CLOSED_LOOP if kind in ("concurrent", "synchronous") else _guidellm_shape(kind, strategy),
-            target_url=display_url(str(backend["target"])) if backend.get("target") else None,
-            model=str(backend["model"]) if backend.get("model") else None,
-            max_tokens=str(out_len) if out_len else None,
-            fidelity=fidelity,
-            fidelity_ok=not warnings,
-            prompt_tokens_mean=_stat(bench["metrics"], "prompt_token_count", "mean"),
-            output_tokens_mean=_stat(bench["metrics"], "output_token_count", "mean"),
-            notes=notes,
-        ))  # fmt: skip
+        runs.append(
+            ComparedRun(
+                name=name,
+                source=path,
+                argument=argument,
+                tool="GuideLLM" + (f" {version}" if version else ""),
+                figures={ALL: figures},
+                users_peak=int(users) if isinstance(users, int) else None,
+                duration_s=_num(bench.get("duration")),
+                load_shape=_guidellm_shape(kind, strategy),
+                load_kind=CLOSED_LOOP if kind in ("concurrent", "synchronous") else _guidellm_shape(kind, strategy),
+                target_url=display_url(str(backend["target"])) if backend.get("target") else None,
+                model=str(backend["model"]) if backend.get("model") else None,
+                max_tokens=str(out_len) if out_len else None,
+                fidelity=fidelity,
+                fidelity_ok=not warnings,
+                prompt_tokens_mean=_stat(bench["metrics"], "prompt_token_count", "mean"),
+                output_tokens_mean=_stat(bench["metrics"], "output_token_count", "mean"),
+                notes=notes,
+            )
+        )
     return runs
 
 
@@ -215,8 +239,9 @@ def _guidellm_shape(kind: str, strategy: dict[str, Any]) -> str:
     if kind in ("constant", "poisson"):
         return f"open loop: {kind} {strategy.get('rate')} req/s"
     if kind == "throughput":
-        return "throughput: all at once" + (f", at most {strategy['max_concurrency']}" if strategy.get(
-            "max_concurrency") else "")  # fmt: skip
+        return "throughput: all at once" + (
+            f", at most {strategy['max_concurrency']}" if strategy.get("max_concurrency") else ""
+        )
     return kind
 
 
@@ -235,8 +260,15 @@ def _guidellm_figures(path: Path, index: int, bench: dict[str, Any]) -> dict[str
         raise CompareInputError(f"{path}: GuideLLM benchmark {index} has no metrics.time_to_first_token_ms")
     figures: dict[str, Any] = {}
     for name, stem, to_ms in _GUIDELLM_LATENCY:
-        for stat, key in (("mean", "mean"), ("median", "median"), ("std_dev", "std"), ("p90", "p90"),
-                          ("p95", "p95"), ("p99", "p99"), ("max", "max")):  # fmt: skip
+        for stat, key in (
+            ("mean", "mean"),
+            ("median", "median"),
+            ("std_dev", "std"),
+            ("p90", "p90"),
+            ("p95", "p95"),
+            ("p99", "p99"),
+            ("max", "max"),
+        ):
             value = _stat(metrics, name, stat)
             if value is not None:
                 figures[f"{key}_{stem}_ms"] = value * to_ms
@@ -245,8 +277,11 @@ def _guidellm_figures(path: Path, index: int, bench: dict[str, Any]) -> dict[str
     if itl_mean is not None:
         figures["mean_itl_ms"] = itl_mean
     # Throughput over successful requests, as vLLM and tokenstorm count it (GuideLLM's console prints "total").
-    for name, key in (("requests_per_second", "request_throughput"), ("output_tokens_per_second", "output_throughput"),
-                      ("tokens_per_second", "total_token_throughput")):  # fmt: skip
+    for name, key in (
+        ("requests_per_second", "request_throughput"),
+        ("output_tokens_per_second", "output_throughput"),
+        ("tokens_per_second", "total_token_throughput"),
+    ):
         value = _stat(metrics, name, "mean")
         if value is not None:
             figures[key] = value

@@ -97,8 +97,14 @@ SECTIONS = ("latency", "server", "throughput", "errors", "cost", "agent", "cache
 #: a section's title where it is not its name
 SECTION_TITLES = {"server": "where the time went (the server's timing)"}
 #: shares (0..1): shown in percent, compared in percentage points
-RATES = ("error_rate", "prefix_cache_hit_rate", "prefix_cache_hit_rate_server", "quality_pass_rate", "needle_pass_rate",
-         "consistency_changed_share")  # fmt: skip
+RATES = (
+    "error_rate",
+    "prefix_cache_hit_rate",
+    "prefix_cache_hit_rate_server",
+    "quality_pass_rate",
+    "needle_pass_rate",
+    "consistency_changed_share",
+)
 
 
 def fmt_value(key: str, value: Any) -> str:

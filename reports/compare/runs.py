@@ -43,14 +43,23 @@ __all__ = ["COMPARED_METRICS", "CompareInputError", "Comparison", "compare_runs"
 
 #: (summary key, label, section, True when higher is better / None: shown, never a regression)
 COMPARED_METRICS: tuple[tuple[str, str, str, bool | None], ...] = (
-    *((f"{stat}_{stem}_ms", f"{name} {label} ms", "latency", False)
-      for stem, name in (("ttft", "TTFT"), ("itl", "ITL"), ("tpot", "TPOT"), ("e2el", "E2E"))
-      for stat, label in (("mean", "mean"), ("median", "p50"), ("p95", "p95"), ("p99", "p99"))),
+    *(
+        (f"{stat}_{stem}_ms", f"{name} {label} ms", "latency", False)
+        for stem, name in (("ttft", "TTFT"), ("itl", "ITL"), ("tpot", "TPOT"), ("e2el", "E2E"))
+        for stat, label in (("mean", "mean"), ("median", "p50"), ("p95", "p95"), ("p99", "p99"))
+    ),
     # where the time went: explains TTFT and E2E (whose deltas are the regressions), never a regression itself
-    *((f"{stat}_{stem}_ms", f"{name} {label} ms", "server", None)
-      for stem, name in (("overhead", "overhead"), ("server_queue", "queue"), ("server_ttft", "server TTFT (prefill)"),
-                         ("server_decode", "decode"), ("server_itl", "server ITL"))
-      for stat, label in (("mean", "mean"), ("median", "p50"), ("p95", "p95"), ("p99", "p99"))),
+    *(
+        (f"{stat}_{stem}_ms", f"{name} {label} ms", "server", None)
+        for stem, name in (
+            ("overhead", "overhead"),
+            ("server_queue", "queue"),
+            ("server_ttft", "server TTFT (prefill)"),
+            ("server_decode", "decode"),
+            ("server_itl", "server ITL"),
+        )
+        for stat, label in (("mean", "mean"), ("median", "p50"), ("p95", "p95"), ("p99", "p99"))
+    ),
     ("request_throughput", "requests/s", "throughput", True),
     ("output_throughput", "output tok/s", "throughput", True),
     ("total_token_throughput", "total tok/s", "throughput", True),
@@ -61,18 +70,22 @@ COMPARED_METRICS: tuple[tuple[str, str, str, bool | None], ...] = (
     ("error_rate", "error rate", "errors", False),
     ("cost_per_1m_output_tokens", "cost / 1M output tok", "cost", False),
     ("cost_per_1m_total_tokens", "cost / 1M total tok", "cost", False),
-    *((f"{stat}_session_ms", f"session {label} ms", "agent", False)
-      for stat, label in (("median", "p50"), ("p95", "p95"), ("p99", "p99"))),
+    *(
+        (f"{stat}_session_ms", f"session {label} ms", "agent", False)
+        for stat, label in (("median", "p50"), ("p95", "p95"), ("p99", "p99"))
+    ),
     ("mean_steps_per_session", "steps per session", "agent", None),
-    *((f"{stat}_{stem}_ms", f"{name} {label} ms", "agent", False)
-      for stem, name in (("tool_call", "complete tool call"), ("ttft_tool", "first tool-call delta"))
-      for stat, label in (("median", "p50"), ("p95", "p95"), ("p99", "p99"))),
+    *(
+        (f"{stat}_{stem}_ms", f"{name} {label} ms", "agent", False)
+        for stem, name in (("tool_call", "complete tool call"), ("ttft_tool", "first tool-call delta"))
+        for stat, label in (("median", "p50"), ("p95", "p95"), ("p99", "p99"))
+    ),
     ("prefix_cache_hit_rate", "prefix-cache hit rate", "cache", True),
     ("prefix_cache_hit_rate_server", "prefix-cache hit rate (/metrics)", "cache", True),
     ("quality_pass_rate", "answers passing their checks", "quality", True),
     ("needle_pass_rate", "needle recall", "quality", True),
     ("consistency_changed_share", "probe answers changed under load", "quality", False),
-)  # fmt: skip
+)
 
 
 @dataclass
@@ -101,8 +114,7 @@ class Comparison:
     def verdict(self) -> str:
         """The one-line answer; it says when the load differed, so no regression reads as the deployment's."""
         base = f"{self.labels[self.baseline]} ({self.runs[self.baseline]})"
-        caveat = ("; the runs' LOAD DIFFERED: the deltas are not the deployment's alone"
-                  if self.load_diffs else "")  # fmt: skip
+        caveat = "; the runs' LOAD DIFFERED: the deltas are not the deployment's alone" if self.load_diffs else ""
         sure = f" at {self.confidence:.0%} confidence" if self.confidence else ""
         if self.regressions:
             return (
@@ -132,18 +144,24 @@ class Comparison:
             ("load shape", [c.load_shape for c in cols]),
             ("max tokens", [c.max_tokens or "—" for c in cols]),
             ("workload mix", [", ".join(f"{w} {s:.0%}" for w, s in c.workload_mix.items()) or "—" for c in cols]),
-            ("prompt tok / request", ["—" if c.prompt_tokens_mean is None else f"{c.prompt_tokens_mean:.0f}"
-                                      for c in cols]),
-            ("output tok / request", ["—" if c.output_tokens_mean is None else f"{c.output_tokens_mean:.0f}"
-                                      for c in cols]),
-            ("target", [(f"{c.target_label}: " if c.target_label else "") + (c.target_url or "— (not in file)")
-                        for c in cols]),
+            (
+                "prompt tok / request",
+                ["—" if c.prompt_tokens_mean is None else f"{c.prompt_tokens_mean:.0f}" for c in cols],
+            ),
+            (
+                "output tok / request",
+                ["—" if c.output_tokens_mean is None else f"{c.output_tokens_mean:.0f}" for c in cols],
+            ),
+            (
+                "target",
+                [(f"{c.target_label}: " if c.target_label else "") + (c.target_url or "— (not in file)") for c in cols],
+            ),
             ("model", [c.model or "—" for c in cols]),
             ("server version", [str(c.deployment.get("server_version") or "—") for c in cols]),
             ("simulated", [yes_no(c.simulated) for c in cols]),
             ("verdict", [c.verdict or "— (no SLOs judged)" for c in cols]),
             ("timing fidelity", [c.fidelity or "— (not measured by this tool)" for c in cols]),
-        ]  # fmt: skip
+        ]
 
     @property
     def labels(self) -> list[str]:

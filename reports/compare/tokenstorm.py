@@ -17,8 +17,13 @@ from workloads.rundir.secrets import display_url
 
 __all__ = ["load_shape", "read_tokenstorm"]
 
-_VERDICTS = {"passed": "SLOs held", "failed": "SLOs failed", "run_failed": "run failed", "incomplete": "incomplete",
-             "unreliable": "timing not trustworthy"}  # fmt: skip
+_VERDICTS = {
+    "passed": "SLOs held",
+    "failed": "SLOs failed",
+    "run_failed": "run failed",
+    "incomplete": "incomplete",
+    "unreliable": "timing not trustworthy",
+}
 
 
 def _summary(run_dir: Path) -> dict[str, Any]:
@@ -47,64 +52,82 @@ def read_tokenstorm(run_dir: Path, argument: int) -> list[ComparedRun]:
         "load_shape": load_shape(meta.options, users),
         "load_kind": load_shape(meta.options, None),
         "simulated": meta.simulated,
-        "max_tokens": str(meta.options["max_tokens"]) if meta.options.get("max_tokens") not in (None, "") else
-        "each workload's own",
+        "max_tokens": str(meta.options["max_tokens"])
+        if meta.options.get("max_tokens") not in (None, "")
+        else "each workload's own",
         "workload_mix": mix,
         "gpus": list(meta.gpus),
         "options": dict(meta.options),
-    }  # fmt: skip
+    }
     workloads = {str(w): b for w, b in (summary.get("workloads") or {}).items() if isinstance(b, dict)}
     ab = summary.get("targets") if isinstance(summary.get("targets"), dict) else None
     if not ab or not isinstance(ab.get("targets"), dict) or not ab["targets"]:
         captured = meta.deployment if isinstance(meta.deployment, dict) else {}  # a hand-edited "deployment": null
         deployment = captured.get("") or next(iter(captured.values()), {})
         problems = [f"{run_dir.name}: deployment only partly captured: {p}" for p in deployment.get("problems") or []]
-        return [ComparedRun(
-            name=run_dir.name,
-            figures=_with_quality({ALL: _figures(summary), **workloads}, summary.get("quality"),
-                                  summary.get("consistency")),
-            duration_s=_float(summary.get("duration")),
-            target_url=display_url(str(deployment.get("url") or meta.target or "")) or None,
-            model=_model(deployment, meta),
-            verdict=_verdict(summary.get("verdict"), summary.get("verdict_reason")),
-            verdict_ok=summary.get("verdict") == "passed" if summary.get("verdict") else None,
-            fidelity=_fidelity(summary.get("timing_fidelity")),
-            fidelity_ok=_fidelity_ok(summary.get("timing_fidelity")),
-            prompt_tokens_mean=_mean_len(summary, "total_input_tokens"),
-            output_tokens_mean=_mean_len(summary, "total_output_tokens"),
-            deployment=dict(deployment),
-            notes=problems,
-            **common,
-        )]  # fmt: skip
+        return [
+            ComparedRun(
+                name=run_dir.name,
+                figures=_with_quality(
+                    {ALL: _figures(summary), **workloads}, summary.get("quality"), summary.get("consistency")
+                ),
+                duration_s=_float(summary.get("duration")),
+                target_url=display_url(str(deployment.get("url") or meta.target or "")) or None,
+                model=_model(deployment, meta),
+                verdict=_verdict(summary.get("verdict"), summary.get("verdict_reason")),
+                verdict_ok=summary.get("verdict") == "passed" if summary.get("verdict") else None,
+                fidelity=_fidelity(summary.get("timing_fidelity")),
+                fidelity_ok=_fidelity_ok(summary.get("timing_fidelity")),
+                prompt_tokens_mean=_mean_len(summary, "total_input_tokens"),
+                output_tokens_mean=_mean_len(summary, "total_output_tokens"),
+                deployment=dict(deployment),
+                notes=problems,
+                **common,
+            )
+        ]
     runs = []
     for label, block in _in_given_order(ab, meta):
         deployment = (meta.deployment if isinstance(meta.deployment, dict) else {}).get(str(label), {})
-        slos = f"{block.get('slos_failed', 0)} of {block.get('slos', 0)} SLOs failed" if block.get("slos_failed") else (
-            f"all {block.get('slos', 0)} SLOs held")  # fmt: skip
+        slos = (
+            f"{block.get('slos_failed', 0)} of {block.get('slos', 0)} SLOs failed"
+            if block.get("slos_failed")
+            else (f"all {block.get('slos', 0)} SLOs held")
+        )
         per_workload: dict[str, Any] = block["workloads"] if isinstance(block.get("workloads"), dict) else {}
         quality = ((summary.get("quality") or {}).get("targets") or {}).get(label)
         consistency = ((summary.get("consistency") or {}).get("targets") or {}).get(label)
-        runs.append(ComparedRun(
-            name=f"{run_dir.name}[{label}]",
-            figures=_with_quality({ALL: _figures(block), **{str(w): dict(b) for w, b in per_workload.items()}},
-                                  quality, consistency),
-            target_label=str(label),
-            duration_s=_float(block.get("duration")),
-            target_url=display_url(str(deployment.get("url") or block.get("url") or "")) or None,
-            model=_model(deployment, meta),
-            verdict=_verdict(block.get("verdict"), slos),
-            verdict_ok=block.get("verdict") == "passed",
-            fidelity=_fidelity(block.get("timing_fidelity") or summary.get("timing_fidelity")),
-            fidelity_ok=_fidelity_ok(block.get("timing_fidelity") or summary.get("timing_fidelity")),
-            prompt_tokens_mean=_mean_len(block, "total_input_tokens"),
-            output_tokens_mean=_mean_len(block, "total_output_tokens"),
-            deployment=dict(deployment),
-            notes=[f"{run_dir.name}[{label}]: deployment only partly captured: {p}"
-                   for p in deployment.get("problems") or []] + ([] if per_workload else [
-                f"{run_dir.name}: summary.json has per-workload figures pooled over the A/B targets only: its columns "
-                "show the all-workloads rows, per target"]),
-            **common,
-        ))  # fmt: skip
+        runs.append(
+            ComparedRun(
+                name=f"{run_dir.name}[{label}]",
+                figures=_with_quality(
+                    {ALL: _figures(block), **{str(w): dict(b) for w, b in per_workload.items()}}, quality, consistency
+                ),
+                target_label=str(label),
+                duration_s=_float(block.get("duration")),
+                target_url=display_url(str(deployment.get("url") or block.get("url") or "")) or None,
+                model=_model(deployment, meta),
+                verdict=_verdict(block.get("verdict"), slos),
+                verdict_ok=block.get("verdict") == "passed",
+                fidelity=_fidelity(block.get("timing_fidelity") or summary.get("timing_fidelity")),
+                fidelity_ok=_fidelity_ok(block.get("timing_fidelity") or summary.get("timing_fidelity")),
+                prompt_tokens_mean=_mean_len(block, "total_input_tokens"),
+                output_tokens_mean=_mean_len(block, "total_output_tokens"),
+                deployment=dict(deployment),
+                notes=[
+                    f"{run_dir.name}[{label}]: deployment only partly captured: {p}"
+                    for p in deployment.get("problems") or []
+                ]
+                + (
+                    []
+                    if per_workload
+                    else [
+                        f"{run_dir.name}: summary.json has per-workload figures pooled over the A/B targets only: "
+                        "its columns show the all-workloads rows, per target"
+                    ]
+                ),
+                **common,
+            )
+        )
     return runs
 
 
@@ -174,8 +197,11 @@ def _fidelity_ok(doc: Any) -> bool | None:
 
 
 def _mix(summary: dict[str, Any]) -> dict[str, float]:
-    counts = {str(w): float(b.get("requests") or 0) for w, b in (summary.get("workloads") or {}).items()
-              if isinstance(b, dict)}  # fmt: skip
+    counts = {
+        str(w): float(b.get("requests") or 0)
+        for w, b in (summary.get("workloads") or {}).items()
+        if isinstance(b, dict)
+    }
     total = sum(counts.values())
     return {w: n / total for w, n in sorted(counts.items())} if total else {}
 
@@ -206,8 +232,10 @@ def load_shape(options: dict[str, Any], users: int | None) -> str:
         levels = opt("sweep_levels") or f"automatic, {opt('sweep_count')} levels up to {opt('sweep_max_users')}"
         return f"sweep: users {levels}, {opt('sweep_level_time')} s a level"
     if any(n == "shape_capacity" for n in names):
-        return (f"capacity search: {opt('capacity_start')} users +{opt('capacity_step')} every "
-                f"{opt('capacity_step_time')} s (max {opt('capacity_max')})")  # fmt: skip
+        return (
+            f"capacity search: {opt('capacity_start')} users +{opt('capacity_step')} every "
+            f"{opt('capacity_step_time')} s (max {opt('capacity_max')})"
+        )
     if any(n == "shape_steps" for n in names):
         return "steps"
     if any(n == "open_loop" for n in names):
@@ -215,8 +243,11 @@ def load_shape(options: dict[str, Any], users: int | None) -> str:
     if opt("trace") or any(n == "trace_replay" for n in names):
         return f"trace replay: {Path(str(opt('trace') or '')).name} at {opt('trace_speed') or 1:g}x"
     waits = [f"wait {opt('wait_time')} s"] if opt("wait_time") not in (None, "") else []
-    waits += [f"{k.removesuffix('_think_time')} think {v} s" for k, v in sorted(options.items())
-              if k.endswith("_think_time") and v not in (None, "")]  # fmt: skip
+    waits += [
+        f"{k.removesuffix('_think_time')} think {v} s"
+        for k, v in sorted(options.items())
+        if k.endswith("_think_time") and v not in (None, "")
+    ]
     if users is None:  # the kind alone, as other tools' closed loops read: "closed loop"
         return ", ".join([CLOSED_LOOP, *waits])
     spawn = opt("spawn_rate")

@@ -97,8 +97,9 @@ def server_cache(run: RunData, target: str | None = None) -> dict[str, Any]:
     hits = queries = preemptions = None
     kv: list[np.ndarray] = []
     for part in _server_parts(run, target):
-        h, q, p = (counter_increase(_column(part, c)) for c in ("prefix_cache_hits", "prefix_cache_queries",
-                                                                  "preemptions"))  # fmt: skip
+        h, q, p = (
+            counter_increase(_column(part, c)) for c in ("prefix_cache_hits", "prefix_cache_queries", "preemptions")
+        )
         hits = h if hits is None else hits + (h or 0.0)
         queries = q if queries is None else queries + (q or 0.0)
         preemptions = p if preemptions is None else preemptions + (p or 0.0)

@@ -60,8 +60,9 @@ class RunData:
 def load_run(run_dir: Path) -> RunData:
     """Load ``run_dir``; missing monitor files give empty tables (the report says so)."""
     if not any((run_dir / name).exists() for name in (REQUESTS_FILE, SEGMENTS_DIR, RUN_FILE)):
-        raise FileNotFoundError(f"{run_dir} is not a tokenstorm run directory (no {SEGMENTS_DIR}/, "
-                                f"{REQUESTS_FILE} or {RUN_FILE})")  # fmt: skip
+        raise FileNotFoundError(
+            f"{run_dir} is not a tokenstorm run directory (no {SEGMENTS_DIR}/, {REQUESTS_FILE} or {RUN_FILE})"
+        )
     meta = read_run_meta(run_dir) or RunMeta(status="unknown")
     requests, itl = read_requests_frame(run_dir)
     join_spans(requests, run_dir)  # the server's own spans (--otlp-port), by trace id

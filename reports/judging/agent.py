@@ -170,8 +170,13 @@ def tool_call_counts(run: RunData, ok: np.ndarray) -> dict[str, Any]:
     """Of the successful requests ``ok``: how many streamed a tool call, the calls, their argument tokens."""
     df = run.requests
     if df.empty or "tool_calls" not in df:
-        return {"tool_call_requests": 0, "tool_calls": 0, "total_tool_call_tokens": 0, "mean_tool_call_tokens": None,
-                "p99_tool_call_tokens": None}  # fmt: skip
+        return {
+            "tool_call_requests": 0,
+            "tool_calls": 0,
+            "total_tool_call_tokens": 0,
+            "mean_tool_call_tokens": None,
+            "p99_tool_call_tokens": None,
+        }
     calls = selected(df, "tool_calls", ok)
     with_call = np.nan_to_num(calls) > 0
     tokens = selected(df, "tool_call_tokens", ok)[with_call]

@@ -108,16 +108,18 @@ def alert_rules(spec: SloSpec, window: str = "5m", for_: str = "5m", group: str 
         expr, unit = made
         scope = "each workload" if t.scope == "*" else "all workloads" if t.scope == "run" else t.scope
         name = re.sub(r"[^A-Za-z0-9_]", "_", f"TokenstormSlo_{t.scope.replace('*', 'each')}_{t.metric}_{t.stat}")
-        rules.append({
-            "alert": name,
-            "expr": expr,
-            "for": for_,
-            "labels": {"severity": "page", "slo": t.label, "source": spec.source},
-            "annotations": {
-                "summary": f"SLO broken: {t.label}" + (f" {unit}" if unit else ""),
-                "description": f"{scope}: {t.metric} {t.stat} over the last {window} (client side, as tokenstorm "
-                               f"measures it) is past {t.threshold:g}{(' ' + unit) if unit else ''} "
-                               f"({spec.source}:{t.line}).",
-            },
-        })  # fmt: skip
+        rules.append(
+            {
+                "alert": name,
+                "expr": expr,
+                "for": for_,
+                "labels": {"severity": "page", "slo": t.label, "source": spec.source},
+                "annotations": {
+                    "summary": f"SLO broken: {t.label}" + (f" {unit}" if unit else ""),
+                    "description": f"{scope}: {t.metric} {t.stat} over the last {window} (client side, as tokenstorm "
+                    f"measures it) is past {t.threshold:g}{(' ' + unit) if unit else ''} "
+                    f"({spec.source}:{t.line}).",
+                },
+            }
+        )
     return AlertRules({"groups": [{"name": group, "rules": rules}]}, skipped)

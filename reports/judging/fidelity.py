@@ -58,8 +58,15 @@ from workloads.rundir import (
     LoadSample,
 )
 
-__all__ = ["CPU_PCT", "LOOP_LAG_P99_MS", "RUNQ_WAIT_MS_PER_S", "THROTTLED_MS_PER_S", "UNTRUSTED", "Fidelity",
-           "evaluate_fidelity"]  # fmt: skip
+__all__ = [
+    "CPU_PCT",
+    "LOOP_LAG_P99_MS",
+    "RUNQ_WAIT_MS_PER_S",
+    "THROTTLED_MS_PER_S",
+    "UNTRUSTED",
+    "Fidelity",
+    "evaluate_fidelity",
+]
 
 #: limited_by thresholds (see the module docstring)
 RUNQ_WAIT_MS_PER_S = 50.0
@@ -111,8 +118,9 @@ def evaluate_fidelity(requests: pd.DataFrame, load: list[LoadSample], mask: np.n
     per_worker = _per_worker(load)
     # The run's typical lag, not its worst second: a second's p99 over ~50 ticks is its maximum, so one
     # 5 ms hiccup (a segment rotated) would fail a quiet run. The worst generator's mean counts.
-    worst_loop_lag = max((f["mean_loop_lag_p99_ms"] for f in per_worker.values()
-                          if f["mean_loop_lag_p99_ms"] is not None), default=None)  # fmt: skip
+    worst_loop_lag = max(
+        (f["mean_loop_lag_p99_ms"] for f in per_worker.values() if f["mean_loop_lag_p99_ms"] is not None), default=None
+    )
     n = len(requests)
     sel = np.ones(n, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
     if n and "ttft_s" in requests.columns:
@@ -123,10 +131,15 @@ def evaluate_fidelity(requests: pd.DataFrame, load: list[LoadSample], mask: np.n
         sel &= requests["stream"].fillna(False).astype(bool).to_numpy()
     ttft_records = int(sel.sum())
     events = int(_sum(requests, "token_events", sel))
-    if not all(c in requests.columns for c in _COLUMNS) or (ttft_records and np.isnan(
-            _floats(requests, "late_events")[sel]).all()):  # fmt: skip
-        return _unmeasured("the records predate late-read flags (a run from before tokenstorm measured them)",
-                           events, ttft_records, per_worker)  # fmt: skip
+    if not all(c in requests.columns for c in _COLUMNS) or (
+        ttft_records and np.isnan(_floats(requests, "late_events")[sel]).all()
+    ):
+        return _unmeasured(
+            "the records predate late-read flags (a run from before tokenstorm measured them)",
+            events,
+            ttft_records,
+            per_worker,
+        )
     if ttft_records == 0:
         return _unmeasured("no streamed response with a token to judge", 0, 0, per_worker)
     late = int(_sum(requests, "late_events", sel))
@@ -135,8 +148,14 @@ def evaluate_fidelity(requests: pd.DataFrame, load: list[LoadSample], mask: np.n
     stamped = lags[~np.isnan(lags)]
     unstamped = int(lags.size - stamped.size)
     if unstamped == ttft_records and worst_loop_lag is None:
-        return _unmeasured(f"none of the {ttft_records:,} records was read with kernel stamps and load.jsonl has "
-                           "no event-loop lag samples", events, ttft_records, per_worker, unstamped)  # fmt: skip
+        return _unmeasured(
+            f"none of the {ttft_records:,} records was read with kernel stamps and load.jsonl has "
+            "no event-loop lag samples",
+            events,
+            ttft_records,
+            per_worker,
+            unstamped,
+        )
     late_share = late / events if events else None
     ttft_share = ttft_late / ttft_records
     at_once = int(np.sum(_read_at_once(requests) & sel))
@@ -185,18 +204,34 @@ def _limited_by(per_worker: dict[str, dict[str, float | None]], strict: bool = F
 
 
 _CAUSES: tuple[tuple[str, float, Callable[[str, float, str], str]], ...] = (
-    ("runq_wait_ms_per_s", RUNQ_WAIT_MS_PER_S,
-     lambda w, v, up: f"load generator {w} waited {up}{v:,.0f} ms per second for a CPU (run queue): "
-                      "other processes on its cores"),
-    ("throttled_ms_per_s", THROTTLED_MS_PER_S,
-     lambda w, v, up: f"cgroup CPU limit throttled load generator {w} for {up}{v:,.0f} ms per second: "
-                      "raise the container's CPU limit"),
-    ("cpu_pct", CPU_PCT,
-     lambda w, v, up: f"load generator {w} used {up}{v:.0f}% of a core: add load-generator processes "
-                      "(--processes N)"),
-    ("loop_lag_p99_ms", LOOP_LAG_P99_MS,
-     lambda w, v, up: f"event loop of {w} lagged {up}{ms(v)} ms (p99): work between reads delayed them"),
-)  # fmt: skip
+    (
+        "runq_wait_ms_per_s",
+        RUNQ_WAIT_MS_PER_S,
+        lambda w, v, up: (
+            f"load generator {w} waited {up}{v:,.0f} ms per second for a CPU (run queue): other processes on its cores"
+        ),
+    ),
+    (
+        "throttled_ms_per_s",
+        THROTTLED_MS_PER_S,
+        lambda w, v, up: (
+            f"cgroup CPU limit throttled load generator {w} for {up}{v:,.0f} ms per second: "
+            "raise the container's CPU limit"
+        ),
+    ),
+    (
+        "cpu_pct",
+        CPU_PCT,
+        lambda w, v, up: (
+            f"load generator {w} used {up}{v:.0f}% of a core: add load-generator processes (--processes N)"
+        ),
+    ),
+    (
+        "loop_lag_p99_ms",
+        LOOP_LAG_P99_MS,
+        lambda w, v, up: f"event loop of {w} lagged {up}{ms(v)} ms (p99): work between reads delayed them",
+    ),
+)
 
 
 def _per_worker(load: Iterable[LoadSample]) -> dict[str, dict[str, float | None]]:
@@ -247,19 +282,28 @@ def _reason(f: Fidelity, worst_loop_lag: float | None, loop_ok: bool) -> str:
         unstamped = f"{f.unstamped_records:,} records read without kernel stamps: {judged}"
     if f.trustworthy:
         on_time = "" if f.late_share is None else f"{_share(1 - f.late_share)} of {f.events:,} token events and "
-        return (f"timing trustworthy: {on_time}{_share(1 - (f.ttft_late_share or 0.0))} of TTFTs read on time"
-                f"{lag}{'; ' + unstamped if unstamped else ''}")  # fmt: skip
+        return (
+            f"timing trustworthy: {on_time}{_share(1 - (f.ttft_late_share or 0.0))} of TTFTs read on time"
+            f"{lag}{'; ' + unstamped if unstamped else ''}"
+        )
     parts = []
     if (f.late_share or 0.0) > FIDELITY_MAX_LATE_SHARE or (f.ttft_late_share or 0.0) > FIDELITY_MAX_TTFT_LATE_SHARE:
         same = FIDELITY_MAX_LATE_SHARE == FIDELITY_MAX_TTFT_LATE_SHARE
-        bounds = f"{FIDELITY_MAX_LATE_SHARE:.0%}" if same else \
-            f"{FIDELITY_MAX_LATE_SHARE:.0%} and {FIDELITY_MAX_TTFT_LATE_SHARE:.0%}"  # fmt: skip
-        parts.append(f"{_share(f.late_share or 0.0)} of {f.events:,} token events and "
-                     f"{_share(f.ttft_late_share or 0.0)} of TTFTs read late (bounds {bounds})")  # fmt: skip
+        bounds = (
+            f"{FIDELITY_MAX_LATE_SHARE:.0%}"
+            if same
+            else f"{FIDELITY_MAX_LATE_SHARE:.0%} and {FIDELITY_MAX_TTFT_LATE_SHARE:.0%}"
+        )
+        parts.append(
+            f"{_share(f.late_share or 0.0)} of {f.events:,} token events and "
+            f"{_share(f.ttft_late_share or 0.0)} of TTFTs read late (bounds {bounds})"
+        )
     if (f.read_at_once_share or 0.0) > FIDELITY_MAX_READ_AT_ONCE_SHARE:
-        parts.append(f"{f.read_at_once:,} of {f.ttft_records:,} streams ({_share(f.read_at_once_share or 0.0)}) "
-                     f"read at once, more than half of their gaps late (bound "
-                     f"{FIDELITY_MAX_READ_AT_ONCE_SHARE:.0%}): their ITL and TPOT are not the server's")  # fmt: skip
+        parts.append(
+            f"{f.read_at_once:,} of {f.ttft_records:,} streams ({_share(f.read_at_once_share or 0.0)}) "
+            f"read at once, more than half of their gaps late (bound "
+            f"{FIDELITY_MAX_READ_AT_ONCE_SHARE:.0%}): their ITL and TPOT are not the server's"
+        )
     if parts:
         parts[-1] += lag
     if unstamped:
@@ -267,16 +311,36 @@ def _reason(f: Fidelity, worst_loop_lag: float | None, loop_ok: bool) -> str:
     # With no sign of a starved client and reads that returned promptly after their newest packet,
     # the events probably left the server together: from here that looks the same as a late read.
     prompt = f.read_lag_p99_ms is not None and f.read_lag_p99_ms <= 1.0
-    causes = "; ".join(f.limited_by) or ("no cause seen in the load generators' samples" + (
-        " — reads returned promptly: the server may have sent these events together (a server that "
-        "sends in bursts is flagged too)" if prompt else ""))  # fmt: skip
+    causes = "; ".join(f.limited_by) or (
+        "no cause seen in the load generators' samples"
+        + (
+            " — reads returned promptly: the server may have sent these events together (a server that "
+            "sends in bursts is flagged too)"
+            if prompt
+            else ""
+        )
+    )
     return f"{UNTRUSTED}{'; '.join(parts)}; limited by: {causes}"
 
 
-def _unmeasured(why: str, events: int, ttft_records: int, per_worker: dict[str, dict[str, float | None]],
-                unstamped: int = 0) -> Fidelity:  # fmt: skip
-    return Fidelity(True, f"timing not measured: {why}", events, 0, None, ttft_records, 0, None, None, unstamped,
-                    per_worker, _limited_by(per_worker), measured=False)  # fmt: skip
+def _unmeasured(
+    why: str, events: int, ttft_records: int, per_worker: dict[str, dict[str, float | None]], unstamped: int = 0
+) -> Fidelity:
+    return Fidelity(
+        True,
+        f"timing not measured: {why}",
+        events,
+        0,
+        None,
+        ttft_records,
+        0,
+        None,
+        None,
+        unstamped,
+        per_worker,
+        _limited_by(per_worker),
+        measured=False,
+    )
 
 
 def _read_at_once(df: pd.DataFrame) -> np.ndarray:

@@ -29,10 +29,27 @@ from reports.data.rundir import RunData
 from workloads.rundir import CHECK_NAMES, PROBES_FILE
 from workloads.rundir.probes import UNDER_LOAD, ProbeLine, compared, probe_pairs, read_probes
 
-__all__ = ["BUILT_IN_CHECKS", "CONSISTENCY_METRIC", "NEEDLE_CONTEXTS", "NEEDLE_DEPTHS", "PROBES_FILE",
-           "QUALITY_METRIC", "check_names", "check_status", "consistency_block", "is_quality_metric",
-           "measure_consistency", "measure_quality", "needle_rows", "quality_applies", "quality_block",
-           "quality_summary", "rate_block", "read_probes", "valid_quality_metric"]  # fmt: skip
+__all__ = [
+    "BUILT_IN_CHECKS",
+    "CONSISTENCY_METRIC",
+    "NEEDLE_CONTEXTS",
+    "NEEDLE_DEPTHS",
+    "PROBES_FILE",
+    "QUALITY_METRIC",
+    "check_names",
+    "check_status",
+    "consistency_block",
+    "is_quality_metric",
+    "measure_consistency",
+    "measure_quality",
+    "needle_rows",
+    "quality_applies",
+    "quality_block",
+    "quality_summary",
+    "rate_block",
+    "read_probes",
+    "valid_quality_metric",
+]
 
 QUALITY_METRIC = "quality"
 CONSISTENCY_METRIC = "consistency_changed"
@@ -56,8 +73,10 @@ def valid_quality_metric(metric: str) -> str | None:
     name = metric.removeprefix(QUALITY_METRIC + "_")
     if metric == QUALITY_METRIC or _IDENTIFIER.match(name):
         return None
-    return (f"{metric}: {name!r} is not a check name (built-in: {', '.join(BUILT_IN_CHECKS)}; "
-            "or your own check function's name)")  # fmt: skip
+    return (
+        f"{metric}: {name!r} is not a check name (built-in: {', '.join(BUILT_IN_CHECKS)}; "
+        "or your own check function's name)"
+    )
 
 
 def _codes(col: pd.Series) -> tuple[np.ndarray, list[str]]:
@@ -107,8 +126,12 @@ def rate_block(status: np.ndarray, mask: np.ndarray) -> dict[str, Any]:
     """``checked``, ``passed``, ``failed`` and ``pass_rate`` (None: none checked) of the rows in ``mask``."""
     checked = int(((status >= 0) & mask).sum())
     passed = int(((status == 1) & mask).sum())
-    return {"checked": checked, "passed": passed, "failed": checked - passed,
-            "pass_rate": passed / checked if checked else None}  # fmt: skip
+    return {
+        "checked": checked,
+        "passed": passed,
+        "failed": checked - passed,
+        "pass_rate": passed / checked if checked else None,
+    }
 
 
 def quality_block(run: RunData, mask: np.ndarray) -> dict[str, Any]:
@@ -150,8 +173,11 @@ def needle_rows(run: RunData, mask: np.ndarray) -> list[dict[str, Any]]:
     if not sel.any():
         return []
     tokens = df["prompt_tokens"].to_numpy(dtype=float, na_value=np.nan)[sel]
-    depth = df["needle_depth"].to_numpy(dtype=float, na_value=np.nan)[sel] if "needle_depth" in df else \
-        np.full(int(sel.sum()), np.nan)  # fmt: skip
+    depth = (
+        df["needle_depth"].to_numpy(dtype=float, na_value=np.nan)[sel]
+        if "needle_depth" in df
+        else np.full(int(sel.sum()), np.nan)
+    )
     context = np.where(np.isnan(tokens), len(NEEDLE_CONTEXTS), np.searchsorted(_CONTEXT_EDGES, tokens, side="left"))
     quartile = np.where(np.isnan(depth), len(NEEDLE_DEPTHS), np.clip(np.floor(np.nan_to_num(depth) * 4), 0, 3))
     passed = status[sel] == 1
@@ -163,8 +189,9 @@ def needle_rows(run: RunData, mask: np.ndarray) -> list[dict[str, Any]]:
             n = int(cell.sum())
             if n:
                 ok = int(passed[cell].sum())
-                rows.append({"context": contexts[c], "depth": depths[d], "checked": n, "passed": ok,
-                             "pass_rate": ok / n})  # fmt: skip
+                rows.append(
+                    {"context": contexts[c], "depth": depths[d], "checked": n, "passed": ok, "pass_rate": ok / n}
+                )
     return rows
 
 
@@ -184,8 +211,11 @@ def quality_summary(run: RunData, mask: np.ndarray, labels: list[str]) -> dict[s
 
     everything = np.ones(len(df), dtype=bool)
     whole = scoped(everything)
-    out: dict[str, Any] = {"run": {k: v for k, v in whole.items() if k != "workloads"},
-                           "workloads": whole["workloads"], "needle": needle_rows(run, mask)}  # fmt: skip
+    out: dict[str, Any] = {
+        "run": {k: v for k, v in whole.items() if k != "workloads"},
+        "workloads": whole["workloads"],
+        "needle": needle_rows(run, mask),
+    }
     if labels and "target" in df:
         out["targets"] = {label: scoped(np.asarray(df["target"] == label, dtype=bool)) for label in labels}
     return out
@@ -196,16 +226,31 @@ def _compare(lines: list[ProbeLine]) -> dict[str, Any]:
     """Counts of one target's (or every target's) probes, and the compared pairs (as the console counts them:
     ``workloads.rundir.probes``)."""
     passes = probe_pairs(lines)
-    pairs = [{"target": target, "probe": probe, "before": a.text, "under_load": b.text, "changed": a.text != b.text,
-              "users": b.users} for (target, probe), (a, b) in sorted(passes.items())
-             if compared((a, b)) and a is not None and b is not None]  # fmt: skip
+    pairs = [
+        {
+            "target": target,
+            "probe": probe,
+            "before": a.text,
+            "under_load": b.text,
+            "changed": a.text != b.text,
+            "users": b.users,
+        }
+        for (target, probe), (a, b) in sorted(passes.items())
+        if compared((a, b)) and a is not None and b is not None
+    ]
     changed = sum(1 for p in pairs if p["changed"])
     under = [line for line in lines if line.phase == UNDER_LOAD]
     users = [line.users for line in under if type(line.users) is int]
-    return {"probes": len(passes), "compared": len(pairs), "changed": changed,
-            "changed_share": changed / len(pairs) if pairs else None, "failed": len(passes) - len(pairs),
-            "measured_under_load": bool(under), "under_load_users": max(users) if users else None,
-            "pairs": pairs}  # fmt: skip
+    return {
+        "probes": len(passes),
+        "compared": len(pairs),
+        "changed": changed,
+        "changed_share": changed / len(pairs) if pairs else None,
+        "failed": len(passes) - len(pairs),
+        "measured_under_load": bool(under),
+        "under_load_users": max(users) if users else None,
+        "pairs": pairs,
+    }
 
 
 def consistency_block(run: RunData) -> dict[str, Any] | None:

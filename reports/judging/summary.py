@@ -24,13 +24,20 @@ from reports.judging.fidelity import UNTRUSTED, Fidelity, evaluate_fidelity
 from reports.judging.figures import accounting, achieved_concurrency, length_figures
 from reports.judging.offered import offered_load
 from reports.judging.quality import consistency_block, quality_summary
+from reports.judging.refusals import why_none_succeeded, why_tools_refused
 from reports.judging.slo import SloResult, goodput, gpu_count, judged_mask, run_window_s
 from reports.judging.slo import gpu_cost_per_hour as run_gpu_cost
 from reports.judging.slo_spec import SloSpec
 from reports.judging.stats import PERCENTILES, metric_block
 from reports.judging.targets import compare_targets, evaluate_each_target, target_labels, target_mask
 from reports.judging.timing_source import TimingSource, choose_timing_source
-from reports.judging.verdict_words import default_check_sentence, is_default_spec, results_word, slo_sentence
+from reports.judging.verdict_words import (
+    SLO_VERDICTS,
+    default_check_sentence,
+    is_default_spec,
+    results_word,
+    slo_verdict,
+)
 
 __all__ = ["PERCENTILES", "RunSummary", "summarize"]
 
@@ -118,8 +125,15 @@ def timing_violations(run: RunData) -> int:
     return 0 if col is None else int(col.notna().sum())
 
 
-def _block(run: RunData, spec: SloSpec, mask: np.ndarray, gpus: int, price: float | None = None,
-           scope: np.ndarray | None = None, agent: bool = False) -> dict[str, Any]:  # fmt: skip
+def _block(
+    run: RunData,
+    spec: SloSpec,
+    mask: np.ndarray,
+    gpus: int,
+    price: float | None = None,
+    scope: np.ndarray | None = None,
+    agent: bool = False,
+) -> dict[str, Any]:
     """One scope's figures: ``mask`` its judged rows, ``scope`` all its rows (None: the whole run);
     ``agent``: with the sessions' and tool calls' figures (the run has agent records)."""
     df = run.requests
@@ -195,17 +209,26 @@ def incompleteness(run: RunData, live: bool = False) -> list[str]:
     if meta.status == "interrupted":
         out.append(f"interrupted by {meta.interrupted or 'a signal'} — the figures cover what completed until then")
     if meta.workers_lost and not meta.option("allow_lost_workers", False):
-        out.append(f"{len(meta.workers_lost)} of {len(meta.workers_seen) or '?'} workers were lost during the run "
-                   f"({', '.join(sorted(meta.workers_lost))}): the load after that was lower than asked for "
-                   "(--allow-lost-workers accepts this)")  # fmt: skip
+        out.append(
+            f"{len(meta.workers_lost)} of {len(meta.workers_seen) or '?'} workers were lost during the run "
+            f"({', '.join(sorted(meta.workers_lost))}): the load after that was lower than asked for "
+            "(--allow-lost-workers accepts this)"
+        )
     if meta.status == "running" and not live:
-        out.append("the run never finished (run.json still says 'running': the load test was killed or crashed); "
-                   "the figures cover what was recorded until then")  # fmt: skip
+        out.append(
+            "the run never finished (run.json still says 'running': the load test was killed or crashed); "
+            "the figures cover what was recorded until then"
+        )
     return out
 
 
-def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, live: bool = False,
-              gpu_cost_per_hour: float | None = None) -> RunSummary:  # fmt: skip
+def summarize(
+    run: RunData,
+    spec: SloSpec,
+    run_failed_error_rate: float = 0.5,
+    live: bool = False,
+    gpu_cost_per_hour: float | None = None,
+) -> RunSummary:
     """Evaluate the SLOs and compute every figure the outputs show (``gpu_cost_per_hour``: a price
     overriding the run's and the SLO file's; 0: no cost figures)."""
     df = run.requests
@@ -217,16 +240,19 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
     level = run_confidence(run)
     # Every workload with a record, judged or not: the rows' records add up to the run's.
     every = np.ones(len(df), dtype=bool)
-    per_workload = {str(w): _block(run, spec, mask & _is(df, "workload", w), gpus, scope=_is(df, "workload", w),
-                                   agent=agent)
-                    for w in workloads_in(df, every)}  # fmt: skip
+    per_workload = {
+        str(w): _block(run, spec, mask & _is(df, "workload", w), gpus, scope=_is(df, "workload", w), agent=agent)
+        for w in workloads_in(df, every)
+    }
     deffs = headline_itl_design_effects(run, [mask, *(mask & _is(df, "workload", w) for w in per_workload)], level)
     overall.update(headline_intervals(run, mask, overall["duration"], level, deffs[0]))
     for (w, block), w_deffs in zip(per_workload.items(), deffs[1:], strict=True):
         block.update(headline_intervals(run, mask & _is(df, "workload", w), block["duration"], level, w_deffs))
     failed = mask & ~df["ok"].fillna(False).astype(bool).to_numpy() if len(df) else mask
-    errors = {str(k): int(v) for k, v in
-              df.loc[failed, "error_category"].astype(object).fillna("unknown").value_counts().items()}  # fmt: skip
+    errors = {
+        str(k): int(v)
+        for k, v in df.loc[failed, "error_category"].astype(object).fillna("unknown").value_counts().items()
+    }
     samples = (
         df.loc[failed, ["workload", "error_category", "status_code", "error_detail"]]
         .drop_duplicates(subset=["error_category", "error_detail"])
@@ -240,17 +266,30 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
     results = source.results if source.results is not None else evaluate_each_target(run, spec, labels)
     default_check = is_default_spec(spec)  # error rate <= 1% only: named for what it is, not "SLOs held"
     if labels:
-        blocks = {label: _with_server(_block(run, spec, mask & target_mask(run, label), gpus, price,
-                                             target_mask(run, label), agent), run, label)
-                  for label in labels}  # fmt: skip
+        blocks = {
+            label: _with_server(
+                _block(run, spec, mask & target_mask(run, label), gpus, price, target_mask(run, label), agent),
+                run,
+                label,
+            )
+            for label in labels
+        }
         for label, block in blocks.items():  # each target's headline figures with their intervals
             block.update(headline_intervals(run, mask & target_mask(run, label), block["duration"], level))
         ab = compare_targets(run, blocks, results, judged_rows=mask, confidence=level)
         for label, block in ab["targets"].items():  # per target and workload: A/B tables are never pooled
             within = target_mask(run, label)
-            block["workloads"] = {w: _block(run, spec, mask & within & _is(df, "workload", w), gpus,
-                                            scope=within & _is(df, "workload", w), agent=agent)
-                                  for w in workloads_in(df, within)}  # fmt: skip
+            block["workloads"] = {
+                w: _block(
+                    run,
+                    spec,
+                    mask & within & _is(df, "workload", w),
+                    gpus,
+                    scope=within & _is(df, "workload", w),
+                    agent=agent,
+                )
+                for w in workloads_in(df, within)
+            }
     fidelity = evaluate_fidelity(df, run.load, mask)
     if labels and ab is not None:
         for label, block in ab["targets"].items():  # each target's reads judged apart (same load generators)
@@ -266,21 +305,23 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
         verdict, reason = "run_failed", str(problem)
     elif overall["requests"] == 0 and len(df):
         verdict = "run_failed"
-        reason = (f"none of the {len(df)} recorded requests could be judged: all fell in the warm-up "
-                  f"({spec.warmup_s:g} s) or were cancelled at the end — run longer than the warm-up")  # fmt: skip
+        reason = (
+            f"none of the {len(df)} recorded requests could be judged: all fell in the warm-up "
+            f"({spec.warmup_s:g} s) or were cancelled at the end — run longer than the warm-up"
+        )
     elif overall["requests"] == 0:
         verdict, reason = "run_failed", "no requests were recorded"
     elif overall["completed"] == 0:
-        verdict, reason = "run_failed", "no request succeeded" + _why_none_succeeded(df)
+        verdict, reason = "run_failed", "no request succeeded" + why_none_succeeded(df)
     elif (overall["error_rate"] or 0) > run_failed_error_rate:
         verdict = "run_failed"
         reason = f"{overall['error_rate']:.0%} of requests failed (the run fails above {run_failed_error_rate:.0%})"
     elif default_check:
-        verdict, reason = _VERDICTS[results_word(results)], default_check_sentence(results)
+        verdict, reason = SLO_VERDICTS[results_word(results)], default_check_sentence(results)
     else:
-        verdict, reason = _slo_verdict(results)
+        verdict, reason = slo_verdict(results)
     if verdict in ("failed", "run_failed"):
-        reason += _why_tools_refused(df)
+        reason += why_tools_refused(df)
     incomplete = incompleteness(run, live)
     untrusted = fidelity.reason.removeprefix(UNTRUSTED)
     if incomplete and verdict != "run_failed":
@@ -321,78 +362,4 @@ def summarize(run: RunData, spec: SloSpec, run_failed_error_rate: float = 0.5, l
 
 #: the verdicts the SLOs alone set; summary.json's verdict by the SLOs' word
 _JUDGED = ("passed", "failed", "inconclusive")
-_VERDICTS = {"held": "passed", "failed": "failed", "inconclusive": "inconclusive"}
 _WORDS = {"passed": "held", "failed": "failed", "inconclusive": "inconclusive"}
-
-
-def _slo_verdict(results: list[SloResult]) -> tuple[str, str]:
-    """The verdict the SLOs set and its reason: ``all 4 SLOs held``, ``1 of 4 SLOs failed: ...``, or ``2 of 4
-    SLOs inconclusive at 95%: ... — needs ~2,400 requests (has 310)`` (nothing failed, something undecided)."""
-    judged = sum(r.judged for r in results)
-    word = results_word(results)
-    if word == "held":
-        return "passed", (f"all {judged} SLOs held" if judged else "no SLO judged") + _not_judged(results)
-    broken = [r for r in results if r.result == "failed"]
-    undecided = [r for r in results if r.result == "inconclusive"]
-    if word == "failed":
-        reason = f"{len(broken)} of {judged} SLOs failed: " + "; ".join(slo_sentence(r) for r in broken[:5])
-        if undecided:
-            reason += f"; {len(undecided)} inconclusive"
-    else:
-        level = f" at {undecided[0].confidence * 100:g}%" if undecided[0].confidence else ""
-        reason = f"{len(undecided)} of {judged} SLOs inconclusive{level}: " + "; ".join(
-            slo_sentence(r) for r in undecided[:5]
-        )
-    return _VERDICTS[word], reason + _not_judged(results)
-
-
-def _not_judged(results: list[SloResult]) -> str:
-    """``"; not judged: no GPU sampled (run gpu_memory_gb max <= 58)"`` for the SLOs a run could not judge
-    (empty: it judged them all); an A/B run's are named once, not per target."""
-    names = list(
-        dict.fromkeys(f"{r.scope} {r.metric} {r.stat} {r.op} {r.threshold:g}" for r in results if not r.judged)
-    )
-    return f"; not judged: no GPU sampled ({', '.join(names)})" if names else ""
-
-
-#: what a refusal of every request most likely means, by HTTP status
-_REFUSALS = {
-    401: "HTTP 401 (unauthorized): check --api-key / $OPENAI_API_KEY against the server's --api-key",
-    403: "HTTP 403 (forbidden): the key or credentials were taken but not allowed this model or endpoint",
-    404: "HTTP 404 (not found): check the URL's path (the OpenAI API is under /v1) and --model",
-}
-
-
-def _why_none_succeeded(df: pd.DataFrame) -> str:
-    """``": every request was refused with HTTP 401 ... check --api-key"`` when one status refused them all."""
-    if "status_code" not in df or not len(df):
-        return ""
-    codes = df["status_code"].dropna()
-    top = codes.mode()
-    if top.empty or (codes == top.iloc[0]).sum() < 0.9 * len(df):
-        return ""
-    status = int(top.iloc[0])
-    share = "every request was" if (codes == status).sum() == len(df) else "nearly every request was"
-    return f": {share} refused with {_REFUSALS[status]}" if status in _REFUSALS else ""
-
-
-#: what vLLM answers (HTTP 400) to tools it was not started to call
-_NO_TOOL_CALLING = ("--enable-auto-tool-choice", "--tool-call-parser", "tool_choice")
-
-
-def _why_tools_refused(df: pd.DataFrame) -> str:
-    """``" — N requests offering tools were refused ..."`` when the server refused tool calling (a vLLM
-    started without ``--enable-auto-tool-choice --tool-call-parser``): agent traffic cannot run there."""
-    if "error_detail" not in df or "status_code" not in df:
-        return ""
-    detail = df["error_detail"].astype("category")  # each distinct text searched once, not each row's
-    said = pd.Series(detail.cat.categories.astype(str)).str.contains("|".join(_NO_TOOL_CALLING)).to_numpy(dtype=bool)
-    refused = (df["status_code"] == 400).to_numpy() & np.append(said, False)[np.asarray(detail.cat.codes)]
-    n = int(refused.sum())
-    if not n:
-        return ""
-    names = ", ".join(sorted({str(w) for w in df.loc[refused, "workload"]}))
-    return (
-        f" — {n} {names} requests were refused because the server does not call tools (HTTP 400): start "
-        "vLLM with --enable-auto-tool-choice --tool-call-parser NAME, or leave them out (--weights agent=0)"
-    )

@@ -71,8 +71,20 @@ def evaluate_each_target(run: RunData, spec: SloSpec, labels: list[str] | None =
     for label in labels:
         within = target_mask(run, label)
         if not (judged & within).any():
-            out.append(SloResult("run", "requests", "judged", ">=", 1.0, 0.0, False,
-                                 "no judged request from this target", None, label))  # fmt: skip
+            out.append(
+                SloResult(
+                    "run",
+                    "requests",
+                    "judged",
+                    ">=",
+                    1.0,
+                    0.0,
+                    False,
+                    "no judged request from this target",
+                    None,
+                    label,
+                )
+            )
             continue
         out += evaluate(run, spec, within=within, target=label)
     return out
@@ -127,8 +139,10 @@ def compare_targets(
     if slowest is not None and fastest is not None and slowest != fastest:
         ratio = timed[slowest] / timed[fastest] if timed[fastest] else None
         out["slower_by_pct"] = None if ratio is None else (ratio - 1) * 100
-        out["sentence"] = (f"{slowest} is slower: E2E p50 {ms(timed[slowest])} ms vs {ms(timed[fastest])} ms on "
-                           f"{fastest}" + ("" if ratio is None else f" (+{(ratio - 1) * 100:.0f}%)"))  # fmt: skip
+        out["sentence"] = (
+            f"{slowest} is slower: E2E p50 {ms(timed[slowest])} ms vs {ms(timed[fastest])} ms on "
+            f"{fastest}" + ("" if ratio is None else f" (+{(ratio - 1) * 100:.0f}%)")
+        )
     elif slowest is not None:
         out["sentence"] = "the targets' E2E p50 is the same"
     return out

@@ -16,12 +16,15 @@ from reports.judging.slo_spec import SloSpec, load_slo_spec
 
 __all__ = [
     "DEFAULT_CHECK_HINT",
+    "SLO_VERDICTS",
     "ci_text",
     "default_check_sentence",
     "is_default_spec",
     "needed_text",
+    "not_judged",
     "results_word",
     "slo_sentence",
+    "slo_verdict",
     "target_verdict",
     "verdict_title",
 ]
@@ -153,3 +156,37 @@ def target_verdict(block: dict[str, Any], *, default_check: bool = False) -> str
     if inconclusive:
         return f"INCONCLUSIVE: {block.get('slos_inconclusive', 0)} of {block.get('slos', 0)} SLOs"
     return "SLOs held" if held else f"FAIL: {block.get('slos_failed', 0)} of {block.get('slos', 0)} SLOs"
+
+
+#: summary.json's verdict by the SLOs' word
+SLO_VERDICTS = {"held": "passed", "failed": "failed", "inconclusive": "inconclusive"}
+
+
+def slo_verdict(results: list[SloResult]) -> tuple[str, str]:
+    """The verdict the SLOs set and its reason: ``all 4 SLOs held``, ``1 of 4 SLOs failed: ...``, or ``2 of 4
+    SLOs inconclusive at 95%: ... — needs ~2,400 requests (has 310)`` (nothing failed, something undecided)."""
+    judged = sum(r.judged for r in results)
+    word = results_word(results)
+    if word == "held":
+        return "passed", (f"all {judged} SLOs held" if judged else "no SLO judged") + not_judged(results)
+    broken = [r for r in results if r.result == "failed"]
+    undecided = [r for r in results if r.result == "inconclusive"]
+    if word == "failed":
+        reason = f"{len(broken)} of {judged} SLOs failed: " + "; ".join(slo_sentence(r) for r in broken[:5])
+        if undecided:
+            reason += f"; {len(undecided)} inconclusive"
+    else:
+        level = f" at {undecided[0].confidence * 100:g}%" if undecided[0].confidence else ""
+        reason = f"{len(undecided)} of {judged} SLOs inconclusive{level}: " + "; ".join(
+            slo_sentence(r) for r in undecided[:5]
+        )
+    return SLO_VERDICTS[word], reason + not_judged(results)
+
+
+def not_judged(results: list[SloResult]) -> str:
+    """``"; not judged: no GPU sampled (run gpu_memory_gb max <= 58)"`` for the SLOs a run could not judge
+    (empty: it judged them all); an A/B run's are named once, not per target."""
+    names = list(
+        dict.fromkeys(f"{r.scope} {r.metric} {r.stat} {r.op} {r.threshold:g}" for r in results if not r.judged)
+    )
+    return f"; not judged: no GPU sampled ({', '.join(names)})" if names else ""

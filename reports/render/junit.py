@@ -25,8 +25,9 @@ def junit_xml(summary: RunSummary, suite: str = "tokenstorm.slo") -> str:
     tests = len(cases) + 1 + (len(summary.sweep.get("levels") or []) + 1 if summary.sweep is not None else 0)
     tests += len(summary.capacity.get("steps") or []) + 1 if summary.capacity is not None else 0
     tests += (summary.fidelity is not None) + 1
-    ts = ET.SubElement(root, "testsuite", name=suite, tests=str(tests),
-                       errors=str(int(summary.verdict == "run_failed")))  # fmt: skip
+    ts = ET.SubElement(
+        root, "testsuite", name=suite, tests=str(tests), errors=str(int(summary.verdict == "run_failed"))
+    )
     run_case = ET.SubElement(ts, "testcase", classname=suite, name="run completed")
     if summary.verdict == "run_failed":
         ET.SubElement(run_case, "error", message=summary.reason)

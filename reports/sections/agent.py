@@ -45,8 +45,7 @@ class AgentView:
 def cache_rows(summary: RunSummary) -> list[HeadlineRow]:
     """The prefix-cache table's rows: the run (or each A/B target) with /metrics, then the workloads
     whose records report cached tokens; none when neither source has a figure."""
-    rows = [r for r in headline_rows(summary)
-            if r.kind != "workload" or r.block.get("cache_reporting_requests")]  # fmt: skip
+    rows = [r for r in headline_rows(summary) if r.kind != "workload" or r.block.get("cache_reporting_requests")]
     if not any(r.block.get("prefix_cache_hit_rate") is not None for r in rows):
         return []
     return rows

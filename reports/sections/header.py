@@ -59,8 +59,11 @@ def target_names(meta: RunMeta) -> list[tuple[str, str]]:
 def report_title(meta: RunMeta, run_name: str) -> str:
     """``model @ target — run dir``; an A/B run names every target (label and URL)."""
     targets = target_names(meta)
-    where = (", ".join(f"{label} ({url})" if url else label for label, url in targets) if targets[0][0]
-             else targets[0][1] or "?")  # fmt: skip
+    where = (
+        ", ".join(f"{label} ({url})" if url else label for label, url in targets)
+        if targets[0][0]
+        else targets[0][1] or "?"
+    )
     return f"{meta.model or '?'} @ {where} — {run_name}"
 
 
@@ -94,8 +97,9 @@ def _view(label: str, url: str, doc: Any) -> DeploymentView:
                 view.engine.append((_text(name), [(_text(k), _text(v)) for k, v in sorted(labels.items())]))
         cache = engine.get("cache_config")
         if isinstance(cache, dict):
-            shown = [(name, _text(cache[key])) for key, name in _CACHE_HIGHLIGHTS
-                     if cache.get(key) not in (None, "", "None")]  # fmt: skip
+            shown = [
+                (name, _text(cache[key])) for key, name in _CACHE_HIGHLIGHTS if cache.get(key) not in (None, "", "None")
+            ]
             view.highlights = [(name, _readable(value)) for name, value in shown]
     problems = doc.get("problems")
     if isinstance(problems, list):
@@ -125,5 +129,7 @@ def gpu_lines(meta: RunMeta) -> list[str]:
         mib = f"{float(memory):,.0f} MiB" if isinstance(memory, int | float) and not isinstance(memory, bool) else ""
         driver = g.get("driver")
         kinds[(_text(g.get("name") or "GPU"), mib, "" if driver in (None, "") else f"driver {_text(driver)}")] += 1
-    return [f"{n} × {name}" + (" — " + ", ".join(x for x in (mib, driver) if x) if mib or driver else "")
-            for (name, mib, driver), n in kinds.items()]  # fmt: skip
+    return [
+        f"{n} × {name}" + (" — " + ", ".join(x for x in (mib, driver) if x) if mib or driver else "")
+        for (name, mib, driver), n in kinds.items()
+    ]

@@ -20,8 +20,16 @@ from reports.judging.figures import LENGTH_PERCENTILES
 from reports.judging.summary import RunSummary
 from reports.judging.targets import COMPARED
 
-__all__ = ["HEADLINE_LATENCIES", "LENGTH_PERCENTILES", "HeadlineRow", "ab_details", "accounting_note",
-           "accounting_text", "headline_rows", "window_note"]  # fmt: skip
+__all__ = [
+    "HEADLINE_LATENCIES",
+    "LENGTH_PERCENTILES",
+    "HeadlineRow",
+    "ab_details",
+    "accounting_note",
+    "accounting_text",
+    "headline_rows",
+    "window_note",
+]
 
 #: (summary key stem, column title): each shown as p50 / p99 in ms
 HEADLINE_LATENCIES = (("ttft", "TTFT"), ("itl", "ITL"), ("tpot", "TPOT"), ("e2el", "E2E"))
@@ -54,8 +62,10 @@ def headline_rows(summary: RunSummary) -> list[HeadlineRow]:
     rows = []
     for label, block in targets.items():
         rows.append(HeadlineRow(f"target {label}", "target", f"target:{label}", block))
-        rows += [HeadlineRow(f"{label} · {w}", "workload", f"target:{label}/workload:{w}", b)
-                 for w, b in (block.get("workloads") or {}).items()]  # fmt: skip
+        rows += [
+            HeadlineRow(f"{label} · {w}", "workload", f"target:{label}/workload:{w}", b)
+            for w, b in (block.get("workloads") or {}).items()
+        ]
     return rows
 
 
@@ -85,8 +95,9 @@ def accounting_text(block: dict[str, Any], warmup_s: float = 0.0, stopped: str =
     parts = [f"{block.get('completed', 0):,} completed", f"{block.get('failed', 0):,} failed"]
     if block.get("cancelled"):
         when = f", the run ended at {stopped}" if stopped else ""
-        parts.append(f"{block['cancelled']:,} cancelled (still in flight when the load test stopped them{when}; "
-                     "not judged)")  # fmt: skip
+        parts.append(
+            f"{block['cancelled']:,} cancelled (still in flight when the load test stopped them{when}; not judged)"
+        )
     else:
         parts.append("0 cancelled")
     if block.get("warmup_requests"):

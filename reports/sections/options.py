@@ -23,16 +23,64 @@ __all__ = ["option_rows", "slo_source"]
 #: always shown: the load itself, and the settings every figure depends on
 _ALWAYS = ("locustfile", "num_users", "spawn_rate", "run_time", "max_tokens", "warmup", "slo", "seed")
 #: Locust's plumbing and output paths: nothing about the load or the results
-PLUMBING_OPTIONS = frozenset({
-    "autoquit", "autostart", "build_path", "class_picker", "config", "config_users", "csv_prefix", "csv_full_history",
-    "enable_rebalancing", "exit_code_on_error", "expect_slaves", "expect_workers_max_wait", "headful", "headless",
-    "html_file", "json", "json_file", "legacy_ui", "list_commands", "logfile", "loglevel", "master", "master_bind_host",
-    "master_bind_port", "master_host", "master_port", "only_summary", "otel", "print_stats", "processes", "profile",
-    "reset_stats", "show_task_ratio", "show_task_ratio_json", "skip_log_setup", "slave", "stats_history_enabled",
-    "stop_timeout", "tls_cert", "tls_key", "web_auth", "web_base_path", "web_host", "web_host_display_name",
-    "web_login", "web_port", "worker", "run_dir", "metrics_host", "report_every", "csv", "html", "host",
-    "trace_zero_epoch_s",
-})  # fmt: skip
+PLUMBING_OPTIONS = frozenset(
+    {
+        "autoquit",
+        "autostart",
+        "build_path",
+        "class_picker",
+        "config",
+        "config_users",
+        "csv_prefix",
+        "csv_full_history",
+        "enable_rebalancing",
+        "exit_code_on_error",
+        "expect_slaves",
+        "expect_workers_max_wait",
+        "headful",
+        "headless",
+        "html_file",
+        "json",
+        "json_file",
+        "legacy_ui",
+        "list_commands",
+        "logfile",
+        "loglevel",
+        "master",
+        "master_bind_host",
+        "master_bind_port",
+        "master_host",
+        "master_port",
+        "only_summary",
+        "otel",
+        "print_stats",
+        "processes",
+        "profile",
+        "reset_stats",
+        "show_task_ratio",
+        "show_task_ratio_json",
+        "skip_log_setup",
+        "slave",
+        "stats_history_enabled",
+        "stop_timeout",
+        "tls_cert",
+        "tls_key",
+        "web_auth",
+        "web_base_path",
+        "web_host",
+        "web_host_display_name",
+        "web_login",
+        "web_port",
+        "worker",
+        "run_dir",
+        "metrics_host",
+        "report_every",
+        "csv",
+        "html",
+        "host",
+        "trace_zero_epoch_s",
+    }
+)
 #: a load shape's own options, shown (defaults too) only in a run of that shape
 _SHAPES = {
     "sweep": ("sweep_levels", "sweep_count", "sweep_max_users", "sweep_level_time"),
@@ -41,10 +89,22 @@ _SHAPES = {
     "trace": ("trace", "trace_speed", "trace_block_size"),
 }
 #: flags whose name is not the option's
-_FLAGS = {"num_users": "-u/--users", "spawn_rate": "-r/--spawn-rate", "run_time": "-t/--run-time",
-          "locustfile": "-f/--locustfile", "warmup": "--warmup"}  # fmt: skip
-_UNITS = {"run_time": " s", "warmup": " s", "request_timeout": " s", "stall_timeout": " s", "monitor_interval": " s",
-          "sweep_level_time": " s", "capacity_step_time": " s"}  # fmt: skip
+_FLAGS = {
+    "num_users": "-u/--users",
+    "spawn_rate": "-r/--spawn-rate",
+    "run_time": "-t/--run-time",
+    "locustfile": "-f/--locustfile",
+    "warmup": "--warmup",
+}
+_UNITS = {
+    "run_time": " s",
+    "warmup": " s",
+    "request_timeout": " s",
+    "stall_timeout": " s",
+    "monitor_interval": " s",
+    "sweep_level_time": " s",
+    "capacity_step_time": " s",
+}
 
 
 def _shapes(meta: RunMeta, run_dir: Path, open_loop: bool) -> set[str]:

@@ -3,6 +3,7 @@ locustfiles that leave the interpreter as they found it."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -82,6 +83,21 @@ def test_the_cycle_finder_finds_a_cycle(tmp_path: Path, monkeypatch: pytest.Monk
     (pkg / "b.py").write_text("from . import a\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert _cycles(grimp.build_graph("cyc", cache_dir=None)) == [["cyc.a", "cyc.b"]]
+
+
+_FMT_OFF = re.compile(r"#\s*fmt:\s*(skip|off)")
+
+
+def test_the_product_code_is_as_ruff_formats_it_with_no_line_kept_from_it() -> None:
+    """The 400-line cap is kept by splitting modules by idea, not by packing lines ``ruff format`` would open."""
+    kept = []
+    for path in sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        kept += [f"{path.relative_to(ROOT)}:{n}" for n, line in enumerate(lines, 1) if _FMT_OFF.search(line)]
+    assert kept == [], kept[:10]
+    ruff = Path(sys.executable).with_name("ruff")
+    done = subprocess.run([str(ruff), "format", "--check", *PACKAGES], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-1000:]
 
 
 def test_no_module_is_over_400_lines() -> None:

@@ -312,8 +312,12 @@ class LlmClient:
             elif resp is not None:
                 fail(record, ErrorCategory.STREAM_DROPPED, f"connection lost mid-response ({describe(exc)})", secrets)
             else:
-                fail(record, ErrorCategory.CONNECT, f"no response from {self._host}:{self._port} ({describe(exc)})",
-                     secrets)  # fmt: skip
+                fail(
+                    record,
+                    ErrorCategory.CONNECT,
+                    f"no response from {self._host}:{self._port} ({describe(exc)})",
+                    secrets,
+                )
         finally:
             self.last_sent = t0  # every way out, an HTTP error's early return included
             # Keep-alive only after a response read to its end; otherwise its unread bytes go

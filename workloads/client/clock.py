@@ -36,8 +36,15 @@ from typing import Any
 
 import gevent
 
-__all__ = ["LAG_PERIOD_S", "MIN_INTERVAL_S", "ClockProbe", "ClockSample", "cpu_stat_paths", "parse_cpu_stat",
-           "parse_schedstat"]  # fmt: skip
+__all__ = [
+    "LAG_PERIOD_S",
+    "MIN_INTERVAL_S",
+    "ClockProbe",
+    "ClockSample",
+    "cpu_stat_paths",
+    "parse_cpu_stat",
+    "parse_schedstat",
+]
 
 #: A sample covering less than this reports no rates (CPU %, waits per second): too short to mean much.
 MIN_INTERVAL_S = 0.2
@@ -143,11 +150,18 @@ class ClockProbe:
     this process's CPU seconds) can be given for tests; ``linux=False`` leaves the Linux figures out.
     """
 
-    def __init__(self, *, schedstat_path: Path | None = None, cpu_stat_files: list[Path] | None = None,
-                 proc_cgroup_path: Path = _PROC / "self" / "cgroup", cgroup_root: Path = _CGROUP_ROOT,
-                 lag_period_s: float = LAG_PERIOD_S, linux: bool | None = None,
-                 wall_clock: Callable[[], float] = time.monotonic,
-                 cpu_clock: Callable[[], float] = time.process_time) -> None:  # fmt: skip
+    def __init__(
+        self,
+        *,
+        schedstat_path: Path | None = None,
+        cpu_stat_files: list[Path] | None = None,
+        proc_cgroup_path: Path = _PROC / "self" / "cgroup",
+        cgroup_root: Path = _CGROUP_ROOT,
+        lag_period_s: float = LAG_PERIOD_S,
+        linux: bool | None = None,
+        wall_clock: Callable[[], float] = time.monotonic,
+        cpu_clock: Callable[[], float] = time.process_time,
+    ) -> None:
         self._linux = sys.platform.startswith("linux") if linux is None else linux
         self._wall = wall_clock
         self._cpu = cpu_clock

@@ -101,8 +101,9 @@ class HttpConnection:
 
     # -- connection -----------------------------------------------------------------------
     def _connect(self) -> None:
-        opened = open_socket(self.host, self.port, self._connect_timeout_s, self._read_timeout_s,
-                             self._want_kernel_stamps, self._ssl)  # fmt: skip
+        opened = open_socket(
+            self.host, self.port, self._connect_timeout_s, self._read_timeout_s, self._want_kernel_stamps, self._ssl
+        )
         self._sock, self._kernel_stamps, self._tx_stamps = opened
         # Only kernel-stamped reads wait first (TLS keeps decrypted bytes the socket does not poll for, and a read
         # stamped as it returns must not return later): the wait is never in their stamps.

@@ -45,9 +45,15 @@ def tool_calling_problem(
 ) -> str | None:
     """One line when the server refuses the tool calls agent sessions ask for (a vLLM started without
     ``--enable-auto-tool-choice --tool-call-parser``), found with one 1-token request before any traffic."""
-    probe = CompletionRequest("preflight", messages=[{"role": "user", "content": "ping"}], max_tokens=1,
-                              stream=False, tools=tools, tool_choice=tool_choice,
-                              request_id=f"{PROBE_ID_PREFIX}{uuid.uuid4().hex}")  # fmt: skip
+    probe = CompletionRequest(
+        "preflight",
+        messages=[{"role": "user", "content": "ping"}],
+        max_tokens=1,
+        stream=False,
+        tools=tools,
+        tool_choice=tool_choice,
+        request_id=f"{PROBE_ID_PREFIX}{uuid.uuid4().hex}",
+    )
     record = client.complete(in_api(probe, api), model)
     detail = record.error_detail or ""
     if record.status_code != 400 or "tool" not in detail.lower():

@@ -279,8 +279,10 @@ class StreamTimer:
 
     def collected_tool_calls(self) -> list[dict[str, Any]]:
         """The streamed tool calls, in index order, as a chat history's assistant message carries them."""
-        return [{"id": call_id, "type": "function", "function": {"name": name, "arguments": "".join(args)}}
-                for call_id, name, args in (self.tools[i] for i in sorted(self.tools))]  # fmt: skip
+        return [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": "".join(args)}}
+            for call_id, name, args in (self.tools[i] for i in sorted(self.tools))
+        ]
 
     def _tags(self, text: str, k: int) -> tuple[bool, bool, str]:
         """Classify one content event by the think markers: ``(answer, reasoning, answer text)``."""

@@ -23,8 +23,18 @@ from typing import Any
 
 # Names are loaded on first use (PEP 562): importing Locust monkey-patches the process, so
 # ``workloads.plugin.core.options`` and friends stay importable without it (tests, tools).
-_USERS = ("AgentUser", "ChatUser", "CodeUser", "ContractUser", "LlmRequestFailed", "LlmUser", "WorkloadUser", "send",
-          "user_class", "user_classes")  # fmt: skip
+_USERS = (
+    "AgentUser",
+    "ChatUser",
+    "CodeUser",
+    "ContractUser",
+    "LlmRequestFailed",
+    "LlmUser",
+    "WorkloadUser",
+    "send",
+    "user_class",
+    "user_classes",
+)
 _HOMES = {
     "EXIT_RUN_FAILED": "..rundir",
     "CapacitySearchShape": ".shapes.capacity",

@@ -21,6 +21,7 @@ This package imports nothing else of tokenstorm: every other layer may use it.
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from .capacity import CapacityResult, CapacityStep, read_capacity, write_capacity
 from .meta import (
     CAPACITY_FILE,
     DEFAULT_CONFIDENCE,
@@ -45,18 +46,14 @@ from .meta import (
     SPANS_FILE,
     SUMMARY_FILE,
     SUMMARY_SCHEMA_VERSION,
-    CapacityResult,
-    CapacityStep,
     LoadSample,
     LoadWriter,
     NewerSchema,
     RunMeta,
     parse_confidence,
-    read_capacity,
     read_load,
     read_run_meta,
     read_summary,
-    write_capacity,
     write_json_atomic,
     write_run_meta,
     write_summary,
@@ -97,11 +94,18 @@ if TYPE_CHECKING:
 # Arrow/Parquet and pandas load only when a name that needs them is used (PEP 562): the monitor
 # process and Locust workers never pay for them.
 _LAZY = {
-    "FRAME_COLUMNS": "frame", "ItlHistogram": "frame", "ItlSource": "frame", "frame_from_rows": "frame",
-    "read_requests_frame": "frame", "export_jsonl": "reading", "iter_batches": "reading",
-    "read_records": "reading", "compact_segments": "segments", "SegmentWriter": "writer",
+    "FRAME_COLUMNS": "frame",
+    "ItlHistogram": "frame",
+    "ItlSource": "frame",
+    "frame_from_rows": "frame",
+    "read_requests_frame": "frame",
+    "export_jsonl": "reading",
+    "iter_batches": "reading",
+    "read_records": "reading",
+    "compact_segments": "segments",
+    "SegmentWriter": "writer",
     "join_spans": "span_join",
-}  # fmt: skip
+}
 
 
 def __getattr__(name: str) -> Any:

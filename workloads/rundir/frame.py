@@ -159,8 +159,19 @@ def _constant(name: str, n: int) -> np.ndarray:
     return np.broadcast_to(np.array(fill, dtype=dtype), (n,))
 
 
-_STRING_COLUMNS = frozenset({"workload", "model", "worker_id", "error_category", "error_detail", "timing_violation",
-                             "target", "check", "check_results"})  # fmt: skip
+_STRING_COLUMNS = frozenset(
+    {
+        "workload",
+        "model",
+        "worker_id",
+        "error_category",
+        "error_detail",
+        "timing_violation",
+        "target",
+        "check",
+        "check_results",
+    }
+)
 #: strings unique to a few requests each (a session's id): a 63-bit key per row (-1: none or empty), not a
 #: categorical whose millions of categories would cost ~100 bytes each as Python strings
 _KEY_COLUMNS = frozenset({"session_id", "trace_id"})

@@ -50,8 +50,11 @@ def read_gpus(run_dir: Path | str) -> list[dict[str, Any]]:
         doc = json.loads((run_dir / GPUS_FILE).read_text(encoding="utf-8"))
         rows = doc.get("gpus") if isinstance(doc, dict) else None
         if isinstance(rows, list):
-            return [gpu_identity(r["index"], r.get("name"), r.get("memory_total_mib"), r.get("driver"))
-                    for r in rows[:_MAX_GPUS] if isinstance(r, dict) and "index" in r]  # fmt: skip
+            return [
+                gpu_identity(r["index"], r.get("name"), r.get("memory_total_mib"), r.get("driver"))
+                for r in rows[:_MAX_GPUS]
+                if isinstance(r, dict) and "index" in r
+            ]
     except (OSError, ValueError, TypeError, KeyError):
         pass
     return _from_samples(run_dir / GPU_FILE)

@@ -1,4 +1,5 @@
-"""The run directory's small files, typed: ``run.json``, ``load.jsonl``, ``capacity.json``, ``summary.json``.
+"""The run directory's small files, typed: ``run.json``, ``load.jsonl``, ``summary.json``
+(``capacity.json``: :mod:`.capacity`).
 
 Each has one dataclass here, one writer and one reader; the Locust plugin writes through
 them and ``reports`` reads through them. Readers accept every earlier ``schema`` version
@@ -44,19 +45,16 @@ __all__ = [
     "SPANS_FILE",
     "SUMMARY_FILE",
     "SUMMARY_SCHEMA_VERSION",
-    "CapacityResult",
-    "CapacityStep",
     "LoadSample",
     "LoadWriter",
     "NewerSchema",
     "RunMeta",
     "parse_confidence",
-    "read_capacity",
+    "read_json_object",
     "read_load",
     "read_run_meta",
     "read_summary",
     "versions",
-    "write_capacity",
     "write_json_atomic",
     "write_run_meta",
     "write_summary",
@@ -144,7 +142,8 @@ def refuse_newer(path: Path, version: int | None, known: int) -> None:
         raise NewerSchema(f"{path}: schema {version} is newer than this tokenstorm reads ({known})")
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def read_json_object(path: Path) -> dict[str, Any]:
+    """A run directory's JSON file, which must hold an object (one line naming the file if not)."""
     data = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object")
@@ -227,7 +226,7 @@ def read_run_meta(run_dir: Path | str) -> RunMeta | None:
     path = run_dir / RUN_FILE
     if not path.exists():
         return None
-    known, extra = _split(RunMeta, _read_json(path))
+    known, extra = _split(RunMeta, read_json_object(path))
     known.setdefault("status", "unknown")  # a hand-made run.json: not known to be still running
     refuse_newer(path, int(known.get("schema", 1) or 1), RUN_SCHEMA_VERSION)
     return RunMeta(**known, extra=extra)
@@ -282,81 +281,21 @@ def read_load(run_dir: Path | str) -> list[LoadSample]:
         for line in fh:
             try:
                 d = json.loads(line)
-                clock = {str(w): {str(k): None if v is None else float(v) for k, v in figures.items()}
-                         for w, figures in (d.get("clock") or {}).items()}  # fmt: skip
-                out.append(LoadSample(float(d["epoch_s"]), int(d.get("users") or 0),
-                                      {str(k): float(v) for k, v in (d.get("cpu") or {}).items()}, clock))  # fmt: skip
+                clock = {
+                    str(w): {str(k): None if v is None else float(v) for k, v in figures.items()}
+                    for w, figures in (d.get("clock") or {}).items()
+                }
+                out.append(
+                    LoadSample(
+                        float(d["epoch_s"]),
+                        int(d.get("users") or 0),
+                        {str(k): float(v) for k, v in (d.get("cpu") or {}).items()},
+                        clock,
+                    )
+                )
             except (ValueError, KeyError, TypeError, AttributeError):
                 continue
     return out
-
-
-# -- capacity.json ----------------------------------------------------------------------------------
-@dataclass
-class CapacityStep:
-    """One capacity-search step: its users, the requests judged, and each SLO's measured value.
-    ``held``: every per-request SLO held *and* the load generator's timing was trustworthy."""
-
-    users: int
-    requests: int
-    held: bool
-    measured: dict[str, float | None] = field(default_factory=dict)
-    #: the load generator read this step's streams on time (``reports.evaluate_fidelity``); False:
-    #: the step's figures say nothing of the server, and the search stopped there
-    timing_trustworthy: bool = True
-    timing_reason: str = ""  # the fidelity verdict's one line ("" in files written before it)
-    #: ``held`` / ``broken`` / ``inconclusive`` (none failed, one's interval straddles its target); "" in older
-    #: files (held or broken, from ``held``)
-    result: str = ""
-    #: each SLO of ``measured``: ``held`` / ``failed`` / ``inconclusive`` (empty in older files)
-    results: dict[str, str] = field(default_factory=dict)
-    #: the step was held a second ``--capacity-step-time`` because it was inconclusive after the first
-    extended: bool = False
-
-    def outcome(self) -> str:
-        """``held``, ``broken`` or ``inconclusive`` (older files: held or broken)."""
-        return self.result or ("held" if self.held else "broken")
-
-
-@dataclass
-class CapacityResult:
-    """``capacity.json``: the highest load whose step held every per-request SLO, with every
-    step below it held too; the search stops at the first step that broke an SLO
-    (``broke_at_users``) or whose timing was not trustworthy (``untrustworthy_at_users``)."""
-
-    highest_users_that_held: int | None
-    broke_at_users: int | None
-    steps: list[CapacityStep] = field(default_factory=list)
-    schema: int = CAPACITY_SCHEMA_VERSION
-    untrustworthy_at_users: int | None = None
-    #: the inconclusive steps above the highest that held (and below the one that broke): the capacity
-    #: may be as high as the highest of them
-    inconclusive_users: list[int] = field(default_factory=list)
-    #: why the search stopped when no step broke (two inconclusive steps in a row); None otherwise
-    stopped: str | None = None
-
-
-def write_capacity(run_dir: Path, result: CapacityResult) -> None:
-    """Write ``capacity.json`` atomically."""
-    write_json_atomic(run_dir / CAPACITY_FILE, asdict(result))
-
-
-def read_capacity(run_dir: Path | str) -> CapacityResult | None:
-    """``capacity.json`` of ``run_dir``; ``None`` when the run was not a capacity search."""
-    run_dir = Path(run_dir)  # a str as README shows it, or a Path
-    path = run_dir / CAPACITY_FILE
-    if not path.exists():
-        return None
-    data = _read_json(path)
-    refuse_newer(path, int(data.get("schema", 1) or 1), CAPACITY_SCHEMA_VERSION)
-    steps = [CapacityStep(int(s["users"]), int(s.get("requests") or 0), bool(s["held"]), dict(s.get("measured") or {}),
-                          bool(s.get("timing_trustworthy", True)), str(s.get("timing_reason") or ""),
-                          str(s.get("result") or ""), {str(k): str(v) for k, v in (s.get("results") or {}).items()},
-                          bool(s.get("extended")))
-             for s in data.get("steps") or []]  # fmt: skip
-    return CapacityResult(data.get("highest_users_that_held"), data.get("broke_at_users"), steps,
-                          int(data.get("schema", 1)), data.get("untrustworthy_at_users"),
-                          [int(u) for u in data.get("inconclusive_users") or []], data.get("stopped"))  # fmt: skip
 
 
 # -- summary.json ----------------------------------------------------------------------------------
@@ -373,7 +312,7 @@ def read_summary(run_dir: Path | str) -> dict[str, Any] | None:
     path = run_dir / SUMMARY_FILE
     if not path.exists():
         return None
-    data = _read_json(path)
+    data = read_json_object(path)
     refuse_newer(path, int(data.get("schema", 0) or 0), SUMMARY_SCHEMA_VERSION)
     return data
 

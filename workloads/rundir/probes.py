@@ -12,8 +12,17 @@ from typing import Any
 
 import orjson
 
-__all__ = ["BEFORE", "PROBES_FILE", "UNDER_LOAD", "Consistency", "ProbeLine", "compared", "consistency_counts",
-           "probe_pairs", "read_probes"]  # fmt: skip
+__all__ = [
+    "BEFORE",
+    "PROBES_FILE",
+    "UNDER_LOAD",
+    "Consistency",
+    "ProbeLine",
+    "compared",
+    "consistency_counts",
+    "probe_pairs",
+    "read_probes",
+]
 
 #: the probes' answers, one JSON object (:class:`ProbeLine`) per line
 PROBES_FILE = "probes.jsonl"

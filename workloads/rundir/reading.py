@@ -27,8 +27,9 @@ def _jsonl_batches(path: Path, columns: list[str] | None) -> Iterator[pa.RecordB
     end = _complete_prefix_length(path)
     if end == 0:
         return
-    src_schema = pa.schema([(("itl_gaps_s", pa.list_(pa.float64())) if f.name == ITL_COLUMN else (f.name, f.type))
-                            for f in SCHEMA])  # fmt: skip
+    src_schema = pa.schema(
+        [(("itl_gaps_s", pa.list_(pa.float64())) if f.name == ITL_COLUMN else (f.name, f.type)) for f in SCHEMA]
+    )
     source: Any = path if end == path.stat().st_size else pa.BufferReader(pa.memory_map(str(path)).read_buffer(end))
     reader = paj.open_json(
         source,

@@ -35,8 +35,16 @@ RECORD_SCHEMA_VERSION = 1
 
 #: the built-in answer checks (``workloads.traffic.checks``), by the names records (``check``, ``check_results``)
 #: and SLOs (``quality_<name>``) use, in the order reports list them
-CHECK_NAMES = ("needle", "code_language", "python_parses", "script", "repetition", "complete", "tool_exists",
-               "tool_args")  # fmt: skip
+CHECK_NAMES = (
+    "needle",
+    "code_language",
+    "python_parses",
+    "script",
+    "repetition",
+    "complete",
+    "tool_exists",
+    "tool_args",
+)
 
 #: A token event whose stamp may be off by more than this is *late* (``RequestRecord.late_events``).
 LATE_EVENT_S = 0.001
@@ -192,8 +200,16 @@ class RequestRecord:
 
     def check_timing(self) -> str | None:
         """Say how this record breaks the one-clock invariant, or ``None`` when it holds."""
-        chain = [(n, v) for n, v in (("ttfc_s", self.ttfc_s), ("ttft_s", self.ttft_s), ("e2e_s", self.e2e_s),
-                                     ("done_s", self.done_s)) if v is not None]  # fmt: skip
+        chain = [
+            (n, v)
+            for n, v in (
+                ("ttfc_s", self.ttfc_s),
+                ("ttft_s", self.ttft_s),
+                ("e2e_s", self.e2e_s),
+                ("done_s", self.done_s),
+            )
+            if v is not None
+        ]
         if chain and chain[0][1] < 0:
             return f"{chain[0][0]} < 0"
         for (name_a, a), (name_b, b) in itertools.pairwise(chain):

@@ -59,8 +59,13 @@ BATCH_ROWS = 64
 
 
 def _arrow_type(kind: str) -> pa.DataType:
-    return {"str": pa.string(), "float": pa.float64(), "int": pa.int64(), "bool": pa.bool_(),
-            "list[float]": pa.list_(pa.int32())}[kind]  # fmt: skip
+    return {
+        "str": pa.string(),
+        "float": pa.float64(),
+        "int": pa.int64(),
+        "bool": pa.bool_(),
+        "list[float]": pa.list_(pa.int32()),
+    }[kind]
 
 
 def records_schema() -> pa.Schema:

@@ -179,8 +179,12 @@ def write_sweep(run_dir: Path, result: SweepResult) -> None:
 
 
 def _level(data: dict[str, Any]) -> SweepLevel:
-    slos = [SweepVerdict(str(v["target"]), v.get("measured"), bool(v["passed"]), str(v.get("result") or ""),
-                         v.get("needed_requests")) for v in data.get("slos") or []]  # fmt: skip
+    slos = [
+        SweepVerdict(
+            str(v["target"]), v.get("measured"), bool(v["passed"]), str(v.get("result") or ""), v.get("needed_requests")
+        )
+        for v in data.get("slos") or []
+    ]
     return SweepLevel(
         users=int(data["users"]),
         kind=str(data.get("kind") or "level"),

@@ -41,8 +41,14 @@ class SegmentWriter(TailedWriter):
     #: what one record takes on disk, roughly, in the open segment (compacted to Parquet: about half)
     record_bytes_estimate = 1000
 
-    def __init__(self, directory: Path, flush_interval_s: float = 2.0, rotate_rows: int = 100_000,
-                 rotate_s: float = 900.0, compact_in_child: bool = True) -> None:  # fmt: skip
+    def __init__(
+        self,
+        directory: Path,
+        flush_interval_s: float = 2.0,
+        rotate_rows: int = 100_000,
+        rotate_s: float = 900.0,
+        compact_in_child: bool = True,
+    ) -> None:
         super().__init__()
         self.directory = self.location = directory
         directory.mkdir(parents=True, exist_ok=True)
@@ -158,8 +164,12 @@ class SegmentWriter(TailedWriter):
             except (TypeError, ValueError, OverflowError, pa.ArrowException) as exc:
                 self.rejected += 1
                 if self.rejected == 1:
-                    log.error("tokenstorm: a request record could not be stored (%s: %s); request %s — "
-                              "please report it", type(exc).__name__, exc, row.get("request_id"))  # fmt: skip
+                    log.error(
+                        "tokenstorm: a request record could not be stored (%s: %s); request %s — please report it",
+                        type(exc).__name__,
+                        exc,
+                        row.get("request_id"),
+                    )
                 continue
             good.append(row)
         return rows_to_batch(good)
@@ -170,8 +180,9 @@ class SegmentWriter(TailedWriter):
             return
         self._write_buffer()
         self._push()
-        if self._stream is not None and (self._seg_rows >= self._rotate_rows
-                                         or time.monotonic() - self._seg_opened >= self._rotate_s):  # fmt: skip
+        if self._stream is not None and (
+            self._seg_rows >= self._rotate_rows or time.monotonic() - self._seg_opened >= self._rotate_s
+        ):
             self._rotate()
 
     def _open(self) -> None:
@@ -199,11 +210,16 @@ class SegmentWriter(TailedWriter):
         self._children = [c for c in self._children if c.poll() is None]
         if self._compact_in_child and not self._children:
             # Compaction costs a fraction of a second of CPU: never in the process timing streams.
-            self._children.append(subprocess.Popen(
-                [sys.executable, "-m", "workloads.rundir.segments", str(self.directory)],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True, env=child_env(),
-            ))  # fmt: skip
+            self._children.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "workloads.rundir.segments", str(self.directory)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                    env=child_env(),
+                )
+            )
 
     def close(self) -> None:
         """Flush, close the open segment and compact every closed one (the run is over)."""

@@ -104,8 +104,7 @@ def _sharegpt(path: Path, data: list[object]) -> list[Conversation]:
         turns = entry.get("conversations") if isinstance(entry, dict) else None
         if not isinstance(turns, list):
             raise DatasetError(f"{path}: entry {i} has no 'conversations' list (ShareGPT format)")
-        pairs = _pairs([(t.get("from"), _text(t.get("value"))) for t in turns if isinstance(t, dict)],
-                       "human", "gpt")  # fmt: skip
+        pairs = _pairs([(t.get("from"), _text(t.get("value"))) for t in turns if isinstance(t, dict)], "human", "gpt")
         if pairs:
             out.append(Conversation(tuple(q for q, _ in pairs), answers=tuple(a for _, a in pairs)))
     return out
@@ -143,8 +142,11 @@ def _jsonl(path: Path, text: str) -> list[Conversation]:
         if isinstance(obj.get("prompt"), str):
             out.append(Conversation((obj["prompt"],), max_tokens))
         elif isinstance(obj.get("messages"), list):
-            pairs = _pairs([(m.get("role"), _text(m.get("content"))) for m in obj["messages"] if isinstance(m, dict)],
-                           "user", "assistant")  # fmt: skip
+            pairs = _pairs(
+                [(m.get("role"), _text(m.get("content"))) for m in obj["messages"] if isinstance(m, dict)],
+                "user",
+                "assistant",
+            )
             if not pairs:
                 raise DatasetError(f"{path}:{n}: 'messages' has no user turn")
             out.append(Conversation(tuple(q for q, _ in pairs), max_tokens, tuple(a for _, a in pairs)))

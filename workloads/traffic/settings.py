@@ -128,8 +128,9 @@ def settings_from_options(opts: Any) -> dict[str, WorkloadSettings]:
             name, _, w = item.partition("=")
             name = name.strip()
             if name not in settings or not w.strip().isdigit():
-                raise WorkloadFileError(f"--weights: {item!r} is not WORKLOAD=N with WORKLOAD one of "
-                                        f"{', '.join(MODELS)}")  # fmt: skip
+                raise WorkloadFileError(
+                    f"--weights: {item!r} is not WORKLOAD=N with WORKLOAD one of {', '.join(MODELS)}"
+                )
             settings[name] = replace(settings[name], weight=int(w))
     path = getattr(opts, "workload_file", "") or ""
     if path:
@@ -167,8 +168,9 @@ def named_workloads(opts: Any) -> dict[str, str]:
     return named
 
 
-def apply_workload_file(path: Path, settings: dict[str, WorkloadSettings],
-                        locustfiles: list[Path] | None = None) -> dict[str, WorkloadSettings]:  # fmt: skip
+def apply_workload_file(
+    path: Path, settings: dict[str, WorkloadSettings], locustfiles: list[Path] | None = None
+) -> dict[str, WorkloadSettings]:
     """Override ``settings`` from a workload file; validate everything first. ``locustfiles``: the run's, whose
     folders users' own checks (``checks:``) are imported from too."""
     text = read_text_file(path, WorkloadFileError, "workload file", _YAML)
@@ -192,8 +194,10 @@ def apply_workload_file(path: Path, settings: dict[str, WorkloadSettings],
     for name_node, conf in body.value:
         name = name_node.value if isinstance(name_node, yaml.ScalarNode) else None
         if name not in out:
-            raise WorkloadFileError(f"{path}:{name_node.start_mark.line + 1}: unknown workload{_named(name, MODELS)} "
-                                    f"(known: {', '.join(MODELS)})")  # fmt: skip
+            raise WorkloadFileError(
+                f"{path}:{name_node.start_mark.line + 1}: unknown workload{_named(name, MODELS)} "
+                f"(known: {', '.join(MODELS)})"
+            )
         if not isinstance(conf, yaml.MappingNode):
             raise WorkloadFileError(f"{path}:{conf.start_mark.line + 1}: {name}: expected key: value settings")
         known = MODELS[name].setting_names() | {"checks", "api"}
@@ -206,8 +210,10 @@ def apply_workload_file(path: Path, settings: dict[str, WorkloadSettings],
                 out[name] = replace(out[name], checks=_user_checks(path, name, line, value_node, locustfiles or []))
                 continue
             if key not in known:
-                raise WorkloadFileError(f"{path}:{line}: {name}: unknown setting{_named(key_node.value, known)} "
-                                        f"(settings of {name}: {', '.join(sorted(known))})")  # fmt: skip
+                raise WorkloadFileError(
+                    f"{path}:{line}: {name}: unknown setting{_named(key_node.value, known)} "
+                    f"(settings of {name}: {', '.join(sorted(known))})"
+                )
             value = _plain_value(path, value_node, f"{name}.{key_node.value}")
             try:
                 own = MODELS[name].with_setting(out[name], key, value)
@@ -217,8 +223,12 @@ def apply_workload_file(path: Path, settings: dict[str, WorkloadSettings],
             if own is not None:
                 out[name] = own
                 continue
-            if key == "dataset" and converted and not (path.parent / converted).exists() \
-                    and not Path(converted).exists():  # fmt: skip
+            if (
+                key == "dataset"
+                and converted
+                and not (path.parent / converted).exists()
+                and not Path(converted).exists()
+            ):
                 raise WorkloadFileError(
                     f"{path}:{line}: {name}.dataset: no such file (from the workload file's folder or the working one)"
                 )
@@ -257,8 +267,9 @@ def _user_checks(path: Path, workload: str, line: int, node: yaml.Node, locustfi
     """A workload's ``checks:`` (a list of ``module:function``, or one), each loaded; the error names its line."""
     items = node.value if isinstance(node, yaml.SequenceNode) else [node]
     if not isinstance(node, (yaml.SequenceNode, yaml.ScalarNode)):
-        raise WorkloadFileError(f"{path}:{line}: {workload}.checks: expected a list of module:function, "
-                                "e.g. [mychecks:no_apology]")  # fmt: skip
+        raise WorkloadFileError(
+            f"{path}:{line}: {workload}.checks: expected a list of module:function, e.g. [mychecks:no_apology]"
+        )
     user_check_search_path(path, locustfiles)
     checks: list[Any] = []
     for item in items:

@@ -38,19 +38,121 @@ __all__ = ["TRACE_WORKLOAD", "TraceError", "TracePrompts", "TraceRow", "parse_tr
 
 #: the workload name of trace requests (their stats rows, SLO scope, records)
 TRACE_WORKLOAD = "trace"
-_EXPECTED = ('a Mooncake trace: one JSON object a line, e.g. {"timestamp": 0, "input_length": 512, '
-             '"output_length": 64, "hash_ids": [0]}')  # fmt: skip
+_EXPECTED = (
+    'a Mooncake trace: one JSON object a line, e.g. {"timestamp": 0, "input_length": 512, '
+    '"output_length": 64, "hash_ids": [0]}'
+)
 #: three-letter words: one token each with their leading space in BPE and SentencePiece vocabularies,
 #: and four bytes (one token to the estimate and to the emulator)
-_WORDS = ("the", "and", "for", "are", "but", "not", "you", "all", "any", "can", "had", "her", "was", "one", "our",
-          "out", "day", "get", "has", "him", "his", "how", "man", "new", "now", "old", "see", "two", "way", "who",
-          "did", "its", "let", "put", "say", "she", "too", "use", "set", "run", "end", "big", "may", "own", "top",
-          "off", "few", "far", "act", "add", "age", "ago", "air", "arm", "art", "ask", "bad", "bed", "box", "boy",
-          "car", "cut", "dog", "eye")  # fmt: skip
+_WORDS = (
+    "the",
+    "and",
+    "for",
+    "are",
+    "but",
+    "not",
+    "you",
+    "all",
+    "any",
+    "can",
+    "had",
+    "her",
+    "was",
+    "one",
+    "our",
+    "out",
+    "day",
+    "get",
+    "has",
+    "him",
+    "his",
+    "how",
+    "man",
+    "new",
+    "now",
+    "old",
+    "see",
+    "two",
+    "way",
+    "who",
+    "did",
+    "its",
+    "let",
+    "put",
+    "say",
+    "she",
+    "too",
+    "use",
+    "set",
+    "run",
+    "end",
+    "big",
+    "may",
+    "own",
+    "top",
+    "off",
+    "few",
+    "far",
+    "act",
+    "add",
+    "age",
+    "ago",
+    "air",
+    "arm",
+    "art",
+    "ask",
+    "bad",
+    "bed",
+    "box",
+    "boy",
+    "car",
+    "cut",
+    "dog",
+    "eye",
+)
 #: more words for a ``--tokenizer`` whose vocabulary lacks many of the above (any length: it counts them)
-_MORE_WORDS = ("a", "i", "of", "to", "in", "is", "it", "on", "be", "as", "at", "by", "or", "an", "we", "if", "no",
-               "so", "do", "up", "that", "with", "this", "from", "have", "they", "will", "time", "shall", "party",
-               "order", "date", "days", "goods", "within", "notice", "return", "self", "cache", "token")  # fmt: skip
+_MORE_WORDS = (
+    "a",
+    "i",
+    "of",
+    "to",
+    "in",
+    "is",
+    "it",
+    "on",
+    "be",
+    "as",
+    "at",
+    "by",
+    "or",
+    "an",
+    "we",
+    "if",
+    "no",
+    "so",
+    "do",
+    "up",
+    "that",
+    "with",
+    "this",
+    "from",
+    "have",
+    "they",
+    "will",
+    "time",
+    "shall",
+    "party",
+    "order",
+    "date",
+    "days",
+    "goods",
+    "within",
+    "notice",
+    "return",
+    "self",
+    "cache",
+    "token",
+)
 
 
 class TraceError(ValueError):
@@ -143,8 +245,10 @@ class TracePrompts:
         if counter.exact:
             words = tuple(w for w in (*words, *(" " + w for w in _MORE_WORDS)) if counter.count(w) == 1)
             if len(words) < 2 or counter.count("".join(words * 2)) != 2 * len(words):
-                raise ValueError("--tokenizer: no common English words are one token each in this tokenizer, so "
-                                 "trace prompts cannot be sized exactly; replay without --tokenizer")  # fmt: skip
+                raise ValueError(
+                    "--tokenizer: no common English words are one token each in this tokenizer, so "
+                    "trace prompts cannot be sized exactly; replay without --tokenizer"
+                )
         self._words = words
         self._blocks: OrderedDict[int, tuple[str, ...]] = OrderedDict()
 

@@ -74,8 +74,11 @@ def _scopes(summary: RunSummary) -> list[tuple[str, str, str, str, dict[str, Any
     targets = quality.get("targets") or {}
     if not targets:
         return [(w, f"workload:{w}", "", w, b) for w, b in sorted((quality.get("workloads") or {}).items())]
-    return [(f"{t} · {w}", f"target:{t}/workload:{w}", t, w, b) for t, tb in targets.items()
-            for w, b in sorted((tb.get("workloads") or {}).items())]  # fmt: skip
+    return [
+        (f"{t} · {w}", f"target:{t}/workload:{w}", t, w, b)
+        for t, tb in targets.items()
+        for w, b in sorted((tb.get("workloads") or {}).items())
+    ]
 
 
 def _line(label: str, scope: str, block: dict[str, Any], results: list[Any]) -> QualityLine:
@@ -101,8 +104,10 @@ def _rows(summary: RunSummary) -> list[dict[str, Any]]:
     out = []
     for label, scope, _target, _workload, block in _scopes(summary):
         out.append({"label": label, "scope": scope, "check": "", **_counts(block)})
-        out += [{"label": label, "scope": scope, "check": name, **_counts(b)}
-                for name, b in (block.get("by_check") or {}).items()]  # fmt: skip
+        out += [
+            {"label": label, "scope": scope, "check": name, **_counts(b)}
+            for name, b in (block.get("by_check") or {}).items()
+        ]
     return out
 
 
@@ -197,11 +202,17 @@ def _load_png(run: RunData, mask: np.ndarray) -> tuple[str | None, str]:
     fig, axes = new_figure(1, 2, 3.6)
     with report_style():
         for ax, title, groups in (
-            (axes[0][0], "Every check, per workload", [(w, overall, np.asarray(df["workload"] == w))
-                                                     for w in workloads_in(df, counted & (overall >= 0))]),
-            (axes[0][1], "Per check", [(n, check_status(df, n), np.ones(len(df), dtype=bool))
-                                       for n in check_names(df, counted)]),
-        ):  # fmt: skip
+            (
+                axes[0][0],
+                "Every check, per workload",
+                [(w, overall, np.asarray(df["workload"] == w)) for w in workloads_in(df, counted & (overall >= 0))],
+            ),
+            (
+                axes[0][1],
+                "Per check",
+                [(n, check_status(df, n), np.ones(len(df), dtype=bool)) for n in check_names(df, counted)],
+            ),
+        ):
             for label, status, rows in groups:
                 sel = counted & rows & (status >= 0) & np.isin(users, levels)
                 ax.plot(levels, _percent(status[sel], index[sel], levels.size), "-o", label=label)
@@ -255,6 +266,16 @@ def quality_view(run: RunData, spec: SloSpec, summary: RunSummary, mask: np.ndar
     load_png, load_axis = _load_png(run, mask)
     ok = mask & run.requests["ok"].fillna(False).astype(bool).to_numpy()
     total = int((check_status(run.requests) == 0)[ok].sum())
-    return QualityView(first_screen_lines(summary), _rows(summary), summary.quality.get("needle") or [],
-                       _over_time(run, mask, t0), load_png, load_axis, consistency, pairs[:_PAIRS_SHOWN],
-                       failed, total, kept)  # fmt: skip
+    return QualityView(
+        first_screen_lines(summary),
+        _rows(summary),
+        summary.quality.get("needle") or [],
+        _over_time(run, mask, t0),
+        load_png,
+        load_axis,
+        consistency,
+        pairs[:_PAIRS_SHOWN],
+        failed,
+        total,
+        kept,
+    )

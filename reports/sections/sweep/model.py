@@ -18,7 +18,7 @@ import numpy as np
 
 from reports.data.columns import dropped_nan, selected, workloads_in
 from reports.data.rundir import RunData, run_from_records
-from reports.judging.formats import number, per_s, slo_value, tok_s
+from reports.judging.formats import number, slo_value
 from reports.judging.intervals import DEFAULT_CONFIDENCE
 from reports.judging.slo import goodput, per_request_spec
 from reports.judging.slo_spec import SloSpec
@@ -47,11 +47,12 @@ log = logging.getLogger("tokenstorm")
 __all__ = [
     "LevelRow",
     "SweepView",
+    "first_untrusted",
     "knee_range_words",
     "level_rows",
     "measure_sweep_level",
     "percentiles_ms",
-    "sweep_block",
+    "read_result",
     "sweep_view",
     "workload_rows",
 ]
@@ -63,10 +64,18 @@ def _start(row: dict[str, Any]) -> float:
     return float(row.get("start_epoch_s") or 0.0)
 
 
-def measure_sweep_level(rows: list[dict[str, Any]], spec: SloSpec, *, users: int, kind: str, started_epoch_s: float,
-                        judged_from_epoch_s: float, judged_to_epoch_s: float,
-                        targets: list[str] | None = None,
-                        confidence: float = DEFAULT_CONFIDENCE) -> SweepLevel:  # fmt: skip
+def measure_sweep_level(
+    rows: list[dict[str, Any]],
+    spec: SloSpec,
+    *,
+    users: int,
+    kind: str,
+    started_epoch_s: float,
+    judged_from_epoch_s: float,
+    judged_to_epoch_s: float,
+    targets: list[str] | None = None,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> SweepLevel:
     """One sweep level from decoded request records (any that overlap it; the rest are ignored).
 
     Latency and SLOs: the requests that started in ``[judged_from, judged_to)``; achieved throughput:
@@ -84,9 +93,16 @@ def measure_sweep_level(rows: list[dict[str, Any]], spec: SloSpec, *, users: int
     run = run_from_records(judged, RunMeta(status="running", options={"confidence": confidence}))
     per_request = per_request_spec(spec)
     results = evaluate_each_target(run, per_request, targets) if judged else []  # A/B: each must hold
-    verdicts = [SweepVerdict(f"{r.target + ' ' if r.target else ''}{r.scope} {r.metric} {r.stat} {r.op} "
-                             f"{r.threshold:g}", r.measured, r.passed, r.result if r.judged else "",
-                             r.needed_requests) for r in results]  # fmt: skip
+    verdicts = [
+        SweepVerdict(
+            f"{r.target + ' ' if r.target else ''}{r.scope} {r.metric} {r.stat} {r.op} {r.threshold:g}",
+            r.measured,
+            r.passed,
+            r.result if r.judged else "",
+            r.needed_requests,
+        )
+        for r in results
+    ]
     result = level_outcome([v.outcome() for v in verdicts], len(judged))
     good = 0.0  # requests that met every per-request latency target, of those that ended in the level
     if ended:
@@ -259,24 +275,25 @@ class SweepView:
 
     def low_sample(self, level: SweepLevel) -> str:
         """``level``'s low-sample percentiles in words ("" when none), e.g. ``code: p95, p99 (12 requests)``."""
-        return "; ".join(f"{w or 'all'}: {', '.join(f'p{p}' for p in ps)} "
-                         f"({level.latency_requests.get(w, level.requests)} requests)"
-                         for w, ps in level.low_sample().items())  # fmt: skip
+        return "; ".join(
+            f"{w or 'all'}: {', '.join(f'p{p}' for p in ps)} ({level.latency_requests.get(w, level.requests)} requests)"
+            for w, ps in level.low_sample().items()
+        )
 
     @property
     def timing_untrustworthy_at_users(self) -> int | None:
         """The first level (in run order) whose timing was not trustworthy, the saturating probe
         left out (it only sizes the levels and does not stop a sweep); ``None``: none."""
-        return _first_untrusted(self.result.levels)
+        return first_untrusted(self.result.levels)
 
 
-def _first_untrusted(levels: list[SweepLevel]) -> int | None:
+def first_untrusted(levels: list[SweepLevel]) -> int | None:
     return next((lv.users for lv in levels if not lv.timing_trustworthy and lv.kind != "throughput"), None)
 
 
 def sweep_view(run: RunData, spec: SloSpec) -> SweepView | None:
     """The sweep section of ``run``'s report; ``None`` when the run was not a sweep."""
-    result = _read(run)
+    result = read_result(run)
     if result is None or not result.levels:
         return None
     levels = sorted(result.levels, key=lambda level: level.users)
@@ -308,70 +325,9 @@ def knee_range_words(knee: int | None, uncertain: list[int], noun: str = "users"
     return f"between {knee} and {top} {noun}: {which} inconclusive"
 
 
-def _read(run: RunData) -> SweepResult | None:
+def read_result(run: RunData) -> SweepResult | None:
     try:
         return read_sweep(run.path)
     except (OSError, ValueError) as exc:  # unreadable or newer: the rest of the report still comes
         log.warning("tokenstorm: sweep.json not used: %s", exc)
         return None
-
-
-def sweep_verdict(block: dict[str, Any]) -> tuple[str, str]:
-    """A sweep run's verdict: it passes when it found a goodput knee (a sweep means to break its
-    top levels; their pooled SLO figures are no verdict) and fails when not even its lowest level
-    met every per-request SLO — it is unreliable when that lowest level's timing was not trustworthy
-    (the sweep stopped there: nothing it measured says anything of the server)."""
-    levels = block.get("levels") or []
-    untrusted = block.get("timing_untrustworthy_at_users")
-    stopped = f"stopped: the load generator's timing was not trustworthy at {untrusted} users"
-    uncertain = [int(u) for u in block.get("knee_inconclusive_users") or []]
-    span = knee_range_words(block.get("knee_users"), uncertain)
-    if block.get("knee_users") is None and uncertain:
-        return "inconclusive", (
-            f"sweep: no goodput knee for sure — {span}: too few requests per level to tell "
-            "(a longer --sweep-level-time answers)"
-        )
-    if block.get("knee_users") is None:
-        lowest = min(levels, key=lambda lv: lv["users"], default=None)
-        if lowest is not None and not lowest.get("timing_trustworthy", True):
-            return "unreliable", f"sweep: no goodput knee — {stopped}, its lowest level"
-        which = f", not even {lowest['users']} user(s)" if lowest is not None else " (no level was judged)"
-        return "failed", f"sweep: no level met every per-request SLO{which}"
-    partial = "" if block.get("complete") else " (the sweep was stopped before its last level: a lower bound)"
-    if untrusted is not None:
-        partial = f" ({stopped}: a lower bound)"
-    knee = f"{block['knee_users']} users, {per_s(block['knee_requests_per_s'])} req/s"
-    partial += f" ({span}: the knee may be that high)" if span else ""
-    return "passed", (
-        f"sweep: goodput knee {knee}, {tok_s(block['knee_output_tokens_per_s'])} output tok/s with every "
-        f"per-request SLO met at it and every level below (each level judged on its own requests){partial}"
-    )
-
-
-def sweep_block(run: RunData) -> dict[str, Any] | None:
-    """``summary.json``'s ``sweep`` block: the knee and how far the sweep got; ``None``: not a sweep."""
-    result = _read(run)
-    if result is None:
-        return None
-    knee = sweep_knee(result.levels)
-    return {
-        "knee_users": knee.users if knee else None,
-        "knee_requests_per_s": knee.requests_per_s if knee else None,
-        "knee_output_tokens_per_s": knee.output_tokens_per_s if knee else None,
-        "max_requests_per_s": max((level.requests_per_s for level in result.levels), default=None),
-        # the inconclusive levels above the knee, below the first broken one: the knee may be that high
-        "knee_inconclusive_users": knee_span([(level.users, level.outcome()) for level in result.levels])[1],
-        "levels": [_level_block(level) for level in sorted(result.levels, key=lambda level: level.users)],
-        "complete": result.complete,
-        "stopped_early": result.stopped_early,
-        # the first level whose timing was not trustworthy: the sweep stopped there, the knee is below it
-        "timing_untrustworthy_at_users": _first_untrusted(result.levels),
-    }
-
-
-def _level_block(level: SweepLevel) -> dict[str, Any]:
-    return {"users": level.users, "kind": level.kind, "requests_per_s": level.requests_per_s,
-            "output_tokens_per_s": level.output_tokens_per_s, "held": level.held, "result": level.outcome(),
-            "timing_trustworthy": level.timing_trustworthy, "timing_reason": level.timing_reason,
-            "goodput_requests_per_s": level.goodput_requests_per_s, "latency_requests": level.latency_requests,
-            "low_sample": {w: [f"p{p}" for p in ps] for w, ps in level.low_sample().items()}}  # fmt: skip

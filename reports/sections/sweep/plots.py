@@ -34,8 +34,9 @@ _COLOURS = {50: "C0", 95: "C1", 99: "C2"}
 ROW_HEIGHT_IN = 3.3
 OFFERED_LABEL = "offered load (concurrent users)"
 ACHIEVED_LABEL = "achieved requests/s"
-LOW_SAMPLE_LABEL = "hollow: low sample (" + ", ".join(
-    f"p{p} < {n}" for p, n in SWEEP_MIN_REQUESTS.items()) + " requests)"  # fmt: skip
+LOW_SAMPLE_LABEL = (
+    "hollow: low sample (" + ", ".join(f"p{p} < {n}" for p, n in SWEEP_MIN_REQUESTS.items()) + " requests)"
+)
 
 
 def sweep_figures(levels: list[SweepLevel], knee: SweepLevel | None, spec: SloSpec) -> tuple[Figure, Figure]:
@@ -69,14 +70,27 @@ def _offered(levels: list[SweepLevel], knee: SweepLevel | None, spec: SloSpec) -
     users = np.array([level.users for level in levels], dtype=float)
     broke = np.array([not level.held for level in levels])
     rps = np.array([level.requests_per_s for level in levels])
-    good = np.array([np.nan if level.goodput_requests_per_s is None else level.goodput_requests_per_s
-                     for level in levels])  # fmt: skip
+    good = np.array(
+        [np.nan if level.goodput_requests_per_s is None else level.goodput_requests_per_s for level in levels]
+    )
     rps_ax.plot(users, rps, "o-", color="black", label="achieved req/s", gid="achieved_requests_per_s")
     if not np.isnan(good).all():
-        rps_ax.plot(users, good, "s--", color="tab:purple", gid="goodput_requests_per_s",
-                    label="goodput req/s (met the per-request TTFT/TPOT/E2E targets)")  # fmt: skip
-    tok_ax.plot(users, [level.output_tokens_per_s for level in levels], "D-", color="tab:brown",
-                label="output tokens/s", gid="output_tokens_per_s")  # fmt: skip
+        rps_ax.plot(
+            users,
+            good,
+            "s--",
+            color="tab:purple",
+            gid="goodput_requests_per_s",
+            label="goodput req/s (met the per-request TTFT/TPOT/E2E targets)",
+        )
+    tok_ax.plot(
+        users,
+        [level.output_tokens_per_s for level in levels],
+        "D-",
+        color="tab:brown",
+        label="output tokens/s",
+        gid="output_tokens_per_s",
+    )
     for ax, y in ((rps_ax, rps), (tok_ax, np.array([level.output_tokens_per_s for level in levels]))):
         if broke.any():
             ax.plot(users[broke], y[broke], "x", color="red", markersize=10, markeredgewidth=2)
@@ -90,8 +104,14 @@ def _offered(levels: list[SweepLevel], knee: SweepLevel | None, spec: SloSpec) -
     tok_ax.set_ylabel("output tokens/s")
     for i, w in enumerate(_workloads(levels)):
         counts = [level.latency_requests.get(w, level.requests) for level in levels]
-        count_ax.plot(users, counts, "o-", color=("C9", "C8", "C7", "C6", "C5")[i % 5],
-                      label=f"{w or 'all'}: requests", gid=f"{w} requests")  # fmt: skip
+        count_ax.plot(
+            users,
+            counts,
+            "o-",
+            color=("C9", "C8", "C7", "C6", "C5")[i % 5],
+            label=f"{w or 'all'}: requests",
+            gid=f"{w} requests",
+        )
     for (p, least), style in zip(SWEEP_MIN_REQUESTS.items(), ("--", ":"), strict=True):
         count_ax.axhline(least, color="0.35", linestyle=style, linewidth=1.2, label=f"p{p} needs ≥ {least}")
     count_ax.set_title("Requests behind each level's percentiles")
@@ -103,8 +123,9 @@ def _offered(levels: list[SweepLevel], knee: SweepLevel | None, spec: SloSpec) -
     return fig
 
 
-def _latency_grid(levels: list[SweepLevel], knee: SweepLevel | None, spec: SloSpec, *, achieved: bool,
-                  extra_row: bool = False) -> Figure:  # fmt: skip
+def _latency_grid(
+    levels: list[SweepLevel], knee: SweepLevel | None, spec: SloSpec, *, achieved: bool, extra_row: bool = False
+) -> Figure:
     """Per workload (rows): TTFT, ITL and E2E p50/p95/p99 (columns) against offered users or achieved
     requests/s, SLO lines, broken levels crossed, low-sample points hollow."""
     workloads = _workloads(levels)
@@ -124,21 +145,33 @@ def _latency_grid(levels: list[SweepLevel], knee: SweepLevel | None, spec: SloSp
                 ax.plot(x, y, linestyle=line, color=_COLOURS[p], label=f"p{p}", gid=f"{w} {name} p{p}")
                 ax.plot(x[~hollow], y[~hollow], marker, color=_COLOURS[p], linestyle="none", markersize=6)
                 if hollow.any():
-                    ax.plot(x[hollow], y[hollow], marker, color=_COLOURS[p], markerfacecolor="white",
-                            linestyle="none", markersize=7, gid=f"{w} {name} p{p} low sample")  # fmt: skip
+                    ax.plot(
+                        x[hollow],
+                        y[hollow],
+                        marker,
+                        color=_COLOURS[p],
+                        markerfacecolor="white",
+                        linestyle="none",
+                        markersize=7,
+                        gid=f"{w} {name} p{p} low sample",
+                    )
                 if broke.any():
                     ax.plot(x[broke], y[broke], "x", color="red", markersize=10, markeredgewidth=2)
             if achieved:
                 for level, top in zip(levels, (_value(lv, w, name, 99) for lv in levels), strict=True):
                     if top == top:  # not NaN: say which level a point is
-                        ax.annotate(f"{level.users}u", (level.requests_per_s, top), fontsize=MIN_FONT_PT,
-                                    xytext=(4, 4), textcoords="offset points")  # fmt: skip
+                        ax.annotate(
+                            f"{level.users}u",
+                            (level.requests_per_s, top),
+                            fontsize=MIN_FONT_PT,
+                            xytext=(4, 4),
+                            textcoords="offset points",
+                        )
             for t in targets:
                 if t.metric == _SLO_METRIC[name] and t.scope in (w, "*", "run"):
                     ax.axhline(t.threshold, color="red", linestyle="--", linewidth=1.2)
             if knee is not None:
-                ax.axvline(knee.requests_per_s if achieved else knee.users, color="green", linestyle=":",
-                           linewidth=1.8)  # fmt: skip
+                ax.axvline(knee.requests_per_s if achieved else knee.users, color="green", linestyle=":", linewidth=1.8)
             ax.set_title(f"{w + ' ' if w else ''}{_LABELS[name]}")
             if achieved:
                 ax.set_xlabel(ACHIEVED_LABEL)
@@ -147,25 +180,35 @@ def _latency_grid(levels: list[SweepLevel], knee: SweepLevel | None, spec: SloSp
                 _offered_axis(ax)
             ax.set_ylabel(f"{_LABELS[name]} (ms)")
             ax.set_ylim(bottom=0)
-    fig.suptitle("Latency by achieved requests/s (each point named by its users)" if achieved
-                 else "By offered load (the level's concurrent users)", fontsize=13, x=0.01, ha="left")  # fmt: skip
+    fig.suptitle(
+        "Latency by achieved requests/s (each point named by its users)"
+        if achieved
+        else "By offered load (the level's concurrent users)",
+        fontsize=13,
+        x=0.01,
+        ha="left",
+    )
     return fig
 
 
 def _figure_legend(fig: Figure, handles: Sequence[Artist]) -> None:
     """One legend beside the whole grid (every panel draws the same series): none on the data."""
-    fig.legend(handles=handles, loc="outside lower center", fontsize=MIN_FONT_PT, frameon=False,
-               ncol=min(4, len(handles)))  # fmt: skip
+    fig.legend(
+        handles=handles, loc="outside lower center", fontsize=MIN_FONT_PT, frameon=False, ncol=min(4, len(handles))
+    )
 
 
 def _legend_handles(knee: SweepLevel | None, targets: list[SloTarget], achieved: bool) -> list[Line2D]:
     """One legend for the whole grid: every panel draws the same series."""
     from matplotlib.lines import Line2D  # matplotlib loads when a figure is drawn (render.plots.pyplot)
 
-    handles = [Line2D([], [], color=_COLOURS[p], linestyle=_STYLES[p][1], marker=_STYLES[p][0], label=f"p{p}")
-               for p in SWEEP_PERCENTILES]  # fmt: skip
-    handles.append(Line2D([], [], color="0.3", marker="o", markerfacecolor="white", linestyle="none",
-                          label=LOW_SAMPLE_LABEL))  # fmt: skip
+    handles = [
+        Line2D([], [], color=_COLOURS[p], linestyle=_STYLES[p][1], marker=_STYLES[p][0], label=f"p{p}")
+        for p in SWEEP_PERCENTILES
+    ]
+    handles.append(
+        Line2D([], [], color="0.3", marker="o", markerfacecolor="white", linestyle="none", label=LOW_SAMPLE_LABEL)
+    )
     handles.append(Line2D([], [], color="red", marker="x", markeredgewidth=2, linestyle="none", label="broke an SLO"))
     if targets:
         handles.append(Line2D([], [], color="red", linestyle="--", label="SLO target"))

@@ -1,6 +1,6 @@
 """The console's last lines: the report's path, the timing fidelity, then the verdict — UNRELIABLE with exit
 code 5 when the load generator read late, whatever the SLOs said — printed as a block, with no log prefix.
-The outputs are built as at the end of a run (``lifecycle._build_outputs``), in a process of its own
+The outputs are built as at the end of a run (``closing.build_outputs``), in a process of its own
 (Locust patches the standard library)."""
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ _BUILD = """
 import logging, sys
 from pathlib import Path
 from types import SimpleNamespace
-from workloads.plugin.core import lifecycle
+from workloads.plugin.core import closing
 from workloads.plugin.core.context import RunContext
 
 logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stdout)
 environment = SimpleNamespace(process_exit_code=None)
-lifecycle._build_outputs(environment, RunContext(is_worker=False, run_dir=Path(sys.argv[1])))
+closing.build_outputs(environment, RunContext(is_worker=False, run_dir=Path(sys.argv[1])))
 print("process exit code", environment.process_exit_code)
 """
 

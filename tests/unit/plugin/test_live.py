@@ -18,8 +18,8 @@ from workloads.plugin.web.live import (
     POINT_WINDOW_S,
     SETTLE_S,
     LiveWindow,
-    judge_recent,
 )
+from workloads.plugin.web.live_slo import judge_recent
 from workloads.plugin.web.server_history import GpuHistory
 
 T0 = 1_700_000_000.0  # a multiple of POINT_EVERY_S: points fall at T0 + 2k

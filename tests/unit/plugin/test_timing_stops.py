@@ -13,7 +13,7 @@ import pytest
 
 from reports import load_slo_spec
 from reports.data.rundir import RunData
-from reports.sections.sweep.model import sweep_block, sweep_verdict
+from reports.sections.sweep.verdict import sweep_block, sweep_verdict
 from workloads.plugin.shapes.levels import capacity_result, judge_step, untrusted_reason, with_timing
 from workloads.rundir import (
     CapacityStep,

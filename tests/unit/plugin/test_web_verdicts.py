@@ -11,7 +11,7 @@ from typing import Any
 
 from reports import load_slo_spec
 from workloads.plugin.web.final import UNTRUSTED, final_slo_rows, final_timing_status, total_label
-from workloads.plugin.web.live import judge_recent
+from workloads.plugin.web.live_slo import judge_recent
 from workloads.plugin.web.server_history import LoadHistory
 from workloads.rundir import FIDELITY_MIN_LATE
 

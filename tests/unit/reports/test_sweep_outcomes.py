@@ -15,7 +15,7 @@ import numpy as np
 from reports import build_report, load_slo_spec, measure_sweep_level
 from reports.render.junit import _sweep_cases
 from reports.sections.sweep.capacity import capacity_block, capacity_verdict
-from reports.sections.sweep.model import sweep_verdict
+from reports.sections.sweep.verdict import sweep_verdict
 from tests.conftest import make_run_dir, request
 from workloads.plugin.shapes.levels import capacity_result, judge_step, level_line, plateau_reason
 from workloads.rundir import (

@@ -54,10 +54,13 @@ def say_worker_port(environment: Environment) -> None:
     if not locust_compat.is_master(environment.runner) or getattr(opts, "processes", None):
         return  # --processes: the port is on loopback, for its own children
     host = getattr(opts, "master_bind_host", "*")
-    log.warning("tokenstorm: the worker port %s:%s sends every worker that connects the run's options (never the "
-                "API key or URL credentials: give each worker its own --api-key or $OPENAI_API_KEY); keep it "
-                "private: --master-bind-host an internal address, or a firewall",
-                host, getattr(opts, "master_bind_port", 5557))  # fmt: skip
+    log.warning(
+        "tokenstorm: the worker port %s:%s sends every worker that connects the run's options (never the "
+        "API key or URL credentials: give each worker its own --api-key or $OPENAI_API_KEY); keep it "
+        "private: --master-bind-host an internal address, or a firewall",
+        host,
+        getattr(opts, "master_bind_port", 5557),
+    )
 
 
 def slo_spec_for(environment: Environment, path: str) -> tuple[Any, str | None]:
@@ -110,8 +113,10 @@ def load_workloads(environment: Environment, ctx: RunContext) -> None:
     if any(getattr(u, "open_loop", False) for u in environment.user_classes):
         used = set(settings)  # open-loop arrivals are drawn from every workload by weight
     if used and all(settings[name].weight == 0 for name in used):
-        raise WorkloadFileError(f"every workload's weight is 0 ({', '.join(sorted(used))}): nothing would be sent "
-                                "(--weights, $TOKENSTORM_WEIGHTS or the workload file)")  # fmt: skip
+        raise WorkloadFileError(
+            f"every workload's weight is 0 ({', '.join(sorted(used))}): nothing would be sent "
+            "(--weights, $TOKENSTORM_WEIGHTS or the workload file)"
+        )
     agent = settings.get("agent")
     if agent is not None and agent.weight > 0 and "agent" in used and (agent.api or ctx.options.api) == "completions":
         raise WorkloadFileError(
@@ -232,8 +237,9 @@ def _agent_probe(environment: Environment, ctx: RunContext) -> tuple[list[dict[s
     settings = ctx.workload_settings.get("agent")
     if settings is None or settings.weight <= 0:
         return None
-    if not any(getattr(u, "workload", None) == "agent" or getattr(u, "open_loop", False)
-               for u in environment.user_classes):  # fmt: skip
+    if not any(
+        getattr(u, "workload", None) == "agent" or getattr(u, "open_loop", False) for u in environment.user_classes
+    ):
         return None
     model: Any = ctx.builder("agent")  # workloads.traffic.models.agent.Agent
     return [t.schema for t in model.profiles[0].tools], model.tool_choice, settings.api or ctx.options.api

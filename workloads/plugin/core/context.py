@@ -169,22 +169,30 @@ class RunContext:
         if getattr(namespace, "host", None):
             namespace.host = split_credentials(str(namespace.host))[0]
         if self.api_key and self.credentials:
-            raise OptionError("--host/--targets: a URL carries user:password and --api-key is given too; "
-                              "use one of them (vLLM takes --api-key as 'Authorization: Bearer')")  # fmt: skip
+            raise OptionError(
+                "--host/--targets: a URL carries user:password and --api-key is given too; "
+                "use one of them (vLLM takes --api-key as 'Authorization: Bearer')"
+            )
 
     def warn_key_not_sent(self, namespace: Any, host: str | None) -> None:
         """Said when a run is started (web UI) against a host the API key was not given for."""
         if self.is_worker or not self.api_key or self.key_host is None:
             return
         if (host and host.rstrip("/") != self.key_host.rstrip("/")) or not self._key_targets_ok(namespace):
-            log.warning("tokenstorm: the API key given for %s is not sent to %s; start tokenstorm with --host %s "
-                        "and that host's key to use one there", self.key_host, host, host)  # fmt: skip
+            log.warning(
+                "tokenstorm: the API key given for %s is not sent to %s; start tokenstorm with --host %s "
+                "and that host's key to use one there",
+                self.key_host,
+                host,
+                host,
+            )
 
     def _key_targets_ok(self, namespace: Any) -> bool:
         """Every A/B endpoint of ``namespace`` (--targets or its workload file's) was given with the key."""
         try:
-            targets = resolve_targets(str(getattr(namespace, "targets", "") or ""),
-                                      str(getattr(namespace, "workload_file", "") or ""))  # fmt: skip
+            targets = resolve_targets(
+                str(getattr(namespace, "targets", "") or ""), str(getattr(namespace, "workload_file", "") or "")
+            )
         except ValueError:
             return False
         return {url for _, url in targets} <= self.key_targets | ({self.key_host} if self.key_host else set())
@@ -267,8 +275,11 @@ class RunContext:
         if record.timing_violation:
             self.timing_violations += 1
             if self.timing_violations == 1:
-                log.error("tokenstorm: BUG — request %s breaks the timing invariant (%s); please report it",
-                          record.request_id, record.timing_violation)  # fmt: skip
+                log.error(
+                    "tokenstorm: BUG — request %s breaks the timing invariant (%s); please report it",
+                    record.request_id,
+                    record.timing_violation,
+                )
         if self.is_worker:
             self._outbox.add(record.as_row())
             return

@@ -33,8 +33,15 @@ if TYPE_CHECKING:  # importing Locust patches the process: this module stays imp
 
     from .context import RunContext
 
-__all__ = ["DEPLOYMENT_TIMEOUT_S", "capture_deployment", "capture_run_deployment", "capture_target",
-           "parse_engine_info", "parse_model", "parse_version"]  # fmt: skip
+__all__ = [
+    "DEPLOYMENT_TIMEOUT_S",
+    "capture_deployment",
+    "capture_run_deployment",
+    "capture_target",
+    "parse_engine_info",
+    "parse_model",
+    "parse_version",
+]
 
 log = logging.getLogger("tokenstorm")
 
@@ -68,8 +75,14 @@ def _get(url: str, authorization: str | None, timeout_s: float) -> bytes:
     no proxy); the body, or the exception that says why not."""
     parts = urlsplit(url)
     https = parts.scheme == "https"
-    conn = HttpConnection(parts.hostname or "", parts.port or (443 if https else 80), use_ssl=https,
-                          connect_timeout_s=timeout_s, read_timeout_s=timeout_s, kernel_timestamps=False)  # fmt: skip
+    conn = HttpConnection(
+        parts.hostname or "",
+        parts.port or (443 if https else 80),
+        use_ssl=https,
+        connect_timeout_s=timeout_s,
+        read_timeout_s=timeout_s,
+        kernel_timestamps=False,
+    )
     headers = {"Accept": "application/json, text/plain"}
     if authorization:
         headers["Authorization"] = authorization
@@ -154,9 +167,15 @@ def parse_engine_info(text: str, secrets: Iterable[str] = ()) -> dict[str, dict[
     return engine
 
 
-def capture_target(base_url: str, *, model: str | None, authorization: str | None = None,
-                   secrets: Iterable[str] = (), timeout_s: float = DEPLOYMENT_TIMEOUT_S,
-                   get: Fetch = _get) -> dict[str, Any]:  # fmt: skip
+def capture_target(
+    base_url: str,
+    *,
+    model: str | None,
+    authorization: str | None = None,
+    secrets: Iterable[str] = (),
+    timeout_s: float = DEPLOYMENT_TIMEOUT_S,
+    get: Fetch = _get,
+) -> dict[str, Any]:
     """One target's ``deployment`` entry: ``{"url", "server_version", "engine", "model", "problems"}``.
     Its three sources are read at once; none of them failing raises."""
     secrets = tuple(secrets)
@@ -167,9 +186,13 @@ def capture_target(base_url: str, *, model: str | None, authorization: str | Non
     paths = ("/version", "/v1/models", "/metrics")
     jobs = {path: gevent.spawn(_attempt, get, root + path, authorization, timeout_s) for path in paths}
     gevent.joinall(list(jobs.values()))
-    entry: dict[str, Any] = {"url": display_url(base_url), "server_version": None, "engine": {},
-                             "model": {"id": _text(model, secrets) if model else None, "max_model_len": None},
-                             "problems": []}  # fmt: skip
+    entry: dict[str, Any] = {
+        "url": display_url(base_url),
+        "server_version": None,
+        "engine": {},
+        "model": {"id": _text(model, secrets) if model else None, "max_model_len": None},
+        "problems": [],
+    }
     parsers: dict[str, Callable[[bytes], None]] = {
         "/version": lambda body: entry.update(server_version=parse_version(body, secrets)),
         "/v1/models": lambda body: entry.update(model=parse_model(body, model, secrets)),
@@ -190,8 +213,9 @@ def capture_target(base_url: str, *, model: str | None, authorization: str | Non
     return entry
 
 
-def _attempt(get: Fetch, url: str, authorization: str | None,
-             timeout_s: float) -> tuple[bytes | None, BaseException | None]:  # fmt: skip
+def _attempt(
+    get: Fetch, url: str, authorization: str | None, timeout_s: float
+) -> tuple[bytes | None, BaseException | None]:
     """``get``'s body, or what it raised: a greenlet that dies of an exception has gevent print its
     traceback, and a missing /version is no reason for one."""
     try:
@@ -200,16 +224,30 @@ def _attempt(get: Fetch, url: str, authorization: str | None,
         return None, exc
 
 
-def capture_deployment(targets: Iterable[tuple[str, str]], *, model_for: Callable[[str], str | None],
-                       authorization_for: Callable[[str], str | None], secrets: Iterable[str] = (),
-                       timeout_s: float = DEPLOYMENT_TIMEOUT_S,
-                       get: Fetch = _get) -> dict[str, dict[str, Any]]:  # fmt: skip
+def capture_deployment(
+    targets: Iterable[tuple[str, str]],
+    *,
+    model_for: Callable[[str], str | None],
+    authorization_for: Callable[[str], str | None],
+    secrets: Iterable[str] = (),
+    timeout_s: float = DEPLOYMENT_TIMEOUT_S,
+    get: Fetch = _get,
+) -> dict[str, dict[str, Any]]:
     """``run.json``'s ``deployment``: label -> :func:`capture_target` of each ``(label, url)``, all at once."""
     secrets = tuple(secrets)
     targets = list(targets)
-    jobs = {label: gevent.spawn(_capture_or_say, url, model=model_for(url), authorization=authorization_for(url),
-                                secrets=secrets, timeout_s=timeout_s, get=get)
-            for label, url in targets}  # fmt: skip
+    jobs = {
+        label: gevent.spawn(
+            _capture_or_say,
+            url,
+            model=model_for(url),
+            authorization=authorization_for(url),
+            secrets=secrets,
+            timeout_s=timeout_s,
+            get=get,
+        )
+        for label, url in targets
+    }
     gevent.joinall(list(jobs.values()))
     return {label: job.value for label, job in jobs.items()}
 
@@ -220,8 +258,13 @@ def _capture_or_say(url: str, **kw: Any) -> dict[str, Any]:
         return capture_target(url, **kw)
     except Exception as exc:
         log.exception("tokenstorm: BUG — capturing the deployment of %s failed; the run goes on", display_url(url))
-        return {"url": display_url(url), "server_version": None, "engine": {}, "model": {},
-                "problems": [f"capture failed ({type(exc).__name__})"]}  # fmt: skip
+        return {
+            "url": display_url(url),
+            "server_version": None,
+            "engine": {},
+            "model": {},
+            "problems": [f"capture failed ({type(exc).__name__})"],
+        }
 
 
 def capture_run_deployment(environment: Environment, ctx: RunContext) -> dict[str, dict[str, Any]]:
@@ -234,10 +277,14 @@ def capture_run_deployment(environment: Environment, ctx: RunContext) -> dict[st
     def model_for(url: str) -> str | None:
         return ctx.options.model or ctx.models.get(url.rstrip("/") if ab else "") or None
 
-    deployment = capture_deployment(targets, model_for=model_for, authorization_for=ctx.authorization_for,
-                                    secrets=ctx.secrets())  # fmt: skip
+    deployment = capture_deployment(
+        targets, model_for=model_for, authorization_for=ctx.authorization_for, secrets=ctx.secrets()
+    )
     for label, entry in deployment.items():
         if entry["problems"]:
-            log.info("tokenstorm: deployment metadata%s incomplete: %s", f" of target {label}" if label else "",
-                     "; ".join(entry["problems"]))  # fmt: skip
+            log.info(
+                "tokenstorm: deployment metadata%s incomplete: %s",
+                f" of target {label}" if label else "",
+                "; ".join(entry["problems"]),
+            )
     return deployment

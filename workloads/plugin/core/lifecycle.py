@@ -35,12 +35,13 @@ from .checks import (
     say_worker_port,
     slo_spec_for,
 )
+from .closing import build_outputs, print_closing
 from .context import RunContext, context
 from .deployment import capture_run_deployment
 from .interrupts import watch_signals, write_end
 from .monitoring import start_monitor, stop_monitor
 from .options import OptionError, add_options, users_problem, warmup_problem
-from .progress_display import ProgressPrinter, console_logger
+from .progress_display import ProgressPrinter
 from .targets import check_url
 from .whole_names import whole_option_names
 
@@ -84,27 +85,39 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
     _refuse_warmup_as_long_as_the_run(environment, ctx)
     probes.install(environment)
     shape = type(environment.shape_class).__name__ if environment.shape_class is not None else ""
-    if shape in ("SweepShape", "CapacitySearchShape") and any(getattr(u, "open_loop", False)
-                                                                for u in environment.user_classes):  # fmt: skip
-        sys.stderr.write(f"tokenstorm: {shape} steps closed-loop users; open-loop arrivals (open_loop.py) keep "
-                         "their --arrival-rate — sweep or search with a closed-loop locustfile\n")  # fmt: skip
+    if shape in ("SweepShape", "CapacitySearchShape") and any(
+        getattr(u, "open_loop", False) for u in environment.user_classes
+    ):
+        sys.stderr.write(
+            f"tokenstorm: {shape} steps closed-loop users; open-loop arrivals (open_loop.py) keep "
+            "their --arrival-rate — sweep or search with a closed-loop locustfile\n"
+        )
         raise SystemExit(EXIT_RUN_FAILED)
     if ctx.options.trace and not any(getattr(u, "trace_replay", False) for u in environment.user_classes):
-        sys.stderr.write("tokenstorm: --trace replays with locustfiles/trace_replay.py (tokenstorm run trace); "
-                         "this locustfile's users would not send it\n")  # fmt: skip
+        sys.stderr.write(
+            "tokenstorm: --trace replays with locustfiles/trace_replay.py (tokenstorm run trace); "
+            "this locustfile's users would not send it\n"
+        )
         raise SystemExit(EXIT_RUN_FAILED)
     targets = ctx.options.targets
     if targets:
         urls = [url for _, url in targets]
         if environment.host and environment.host.rstrip("/") not in urls:
-            sys.stderr.write(f"tokenstorm: --host {environment.host} is not one of --targets ({', '.join(urls)}); "
-                             "give every endpoint in --targets\n")  # fmt: skip
+            sys.stderr.write(
+                f"tokenstorm: --host {environment.host} is not one of --targets ({', '.join(urls)}); "
+                "give every endpoint in --targets\n"
+            )
             raise SystemExit(EXIT_RUN_FAILED)
-        plain = sorted(u.__name__ for u in environment.user_classes
-                       if not issubclass(u, WorkloadUser) and not getattr(u, "open_loop", False))  # fmt: skip
+        plain = sorted(
+            u.__name__
+            for u in environment.user_classes
+            if not issubclass(u, WorkloadUser) and not getattr(u, "open_loop", False)
+        )
         if plain:
-            sys.stderr.write(f"tokenstorm: --targets: user class(es) {', '.join(plain)} drive only their host; an A/B "
-                             "run needs tokenstorm's workload or open-loop users (locustfiles/*.py)\n")  # fmt: skip
+            sys.stderr.write(
+                f"tokenstorm: --targets: user class(es) {', '.join(plain)} drive only their host; an A/B "
+                "run needs tokenstorm's workload or open-loop users (locustfiles/*.py)\n"
+            )
             raise SystemExit(EXIT_RUN_FAILED)
         environment.host = urls[0]  # what Locust shows; the users drive every target
         ctx.key_targets = frozenset(urls)  # the key was given with these endpoints
@@ -117,7 +130,7 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
         ctx.simulated = True  # said from the start page on, before any run
         log.warning("tokenstorm: SIMULATED — no --host given, targeting the built-in emulator at %s", emu.url)
     ctx.key_host = environment.host
-    environment.events.quit.add_listener(lambda **_kw: _print_closing(ctx))  # after Locust's error report
+    environment.events.quit.add_listener(lambda **_kw: print_closing(ctx))  # after Locust's error report
     _start_exporter(environment, ctx)
     otlp.start(environment, ctx)  # the server's spans (--otlp-port): each run's own file
     if environment.web_ui is not None:
@@ -241,61 +254,6 @@ def _flush_loop(environment: Environment, ctx: RunContext) -> None:
         ctx.snapshots.tick()
 
 
-def _build_outputs(environment: Environment, ctx: RunContext) -> None:
-    """Write report.html, junit.xml, summary.json and set the process exit code."""
-    from reports import build_report, console_block
-    from reports.render.console import fit
-
-    if ctx.run_dir is None or ctx.report_built:
-        return
-    ctx.report_built = True
-    otlp.await_last_spans(environment, ctx.writer.count if ctx.writer else 0)  # vLLM sends its spans every 5 s
-    if ctx.snapshots is not None:
-        ctx.snapshots.stop()  # a snapshot finishing later would overwrite the final report
-    ctx.flush()
-    ctx.server_timing.at_end()  # every record is in: a run whose server sent no timing of its own says so
-    try:
-        result = build_report(ctx.run_dir, ctx.slo_spec)
-    except write_faults.WriteFailed:
-        raise  # a run-level fault, said in one line (write_faults.end_run)
-    except Exception:  # a bug in the report must not hide the records; say where they are
-        log.exception("tokenstorm: building the report failed; the records are in %s", ctx.run_dir)
-        environment.process_exit_code = EXIT_RUN_FAILED
-        return
-    if environment.process_exit_code != EXIT_RUN_FAILED:
-        environment.process_exit_code = result.exit_code
-    summary = result.summary
-    # The report's exact figures, as vllm bench serve prints them; then the report's path, whether the
-    # figures can be trusted at all, and the verdict — the last line.
-    lines = [(logging.INFO, line) for line in console_block(summary)]
-    lines.append((logging.INFO, f"report {_shown_path(result.report)}"))
-    if summary.fidelity is not None:
-        lines.append((logging.INFO if summary.fidelity.trustworthy else logging.WARNING, summary.fidelity.reason))
-    # (non-breaking spaces: a wrapped verdict keeps "(exit code N)" whole)
-    verdict = f"{summary.verdict.upper()} — {summary.reason} (exit\u00a0code\u00a0{result.exit_code})"
-    lines.append((logging.INFO if result.exit_code == 0 else logging.ERROR, verdict))
-    ctx.closing_lines = [(level, part.replace("\u00a0", " ")) for level, line in lines for part in fit(line)]
-    if not ctx.options.headless:  # the web UI's runs: at each run's end (a headless one's at Locust's quit)
-        _print_closing(ctx)
-
-
-def _shown_path(path: Path) -> str:
-    """``path`` as the user can type it from here: relative to the working folder when it is under it."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except (ValueError, OSError):
-        return str(path)
-
-
-def _print_closing(ctx: RunContext) -> None:
-    """Print the closing block as a block: no log prefix on its lines (Locust's own tables are printed
-    the same way). A headless run prints it at Locust's ``quit`` event, after Locust's error report."""
-    lines, ctx.closing_lines = ctx.closing_lines, []
-    out = console_logger()
-    for level, line in lines:
-        out.log(max(level, logging.INFO), "%s", line)
-
-
 def _on_test_stopping_progress(ctx: RunContext) -> None:
     printer, ctx.progress = ctx.progress, None
     if printer is not None:
@@ -327,7 +285,7 @@ def _on_test_stop(environment: Environment, **_kw: Any) -> None:
     ctx.gpus = read_gpus(ctx.run_dir)  # written by the monitor process, which has stopped
     ctx.gc_watch.stop()
     ctx.flush()
-    write_faults.end_run(environment, ctx, write_end, _build_outputs)  # after a failed write: run.json only
+    write_faults.end_run(environment, ctx, write_end, build_outputs)  # after a failed write: run.json only
 
 
 def _on_quitting(environment: Environment, **_kw: Any) -> None:
@@ -344,7 +302,7 @@ def _on_quitting(environment: Environment, **_kw: Any) -> None:
         if not ctx.report_built:
             stop_monitor(ctx)
             ctx.gpus = read_gpus(ctx.run_dir)
-            write_faults.end_run(environment, ctx, write_end, _build_outputs)
+            write_faults.end_run(environment, ctx, write_end, build_outputs)
         if not ctx.records_said:  # Locust may fire "quitting" twice (a signal, then the end of main)
             ctx.records_said = True
             count, where = (ctx.writer.count, ctx.writer.location) if ctx.writer else (0, ctx.run_dir)

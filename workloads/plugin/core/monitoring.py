@@ -48,13 +48,21 @@ def start_monitor(environment: Environment, ctx: RunContext, run_dir: Path) -> N
     if scrape or opts.gpu_monitor:
         # GPU sampling and /metrics parsing run in their own process: in this one they would
         # stall the event loop that reads the streams (measured in monitors/_process.py).
-        ctx.monitor = MonitorProcess(run_dir, target_url=None, targets=scrape, gpu_monitor=opts.gpu_monitor or None,
-                                     interval_s=interval, authorization=_scrape_auth(ctx, scrape))  # fmt: skip
+        ctx.monitor = MonitorProcess(
+            run_dir,
+            target_url=None,
+            targets=scrape,
+            gpu_monitor=opts.gpu_monitor or None,
+            interval_s=interval,
+            authorization=_scrape_auth(ctx, scrape),
+        )
         # Its first samples before the first request (this runs before users spawn): counters on /metrics
         # then rise from a baseline that none of the run's traffic is in.
         if not ctx.monitor.wait_ready() and ctx.monitor.write_failure() is None:  # that one: said by the loop
-            log.warning("tokenstorm: the monitor took no first sample within 15 s; /metrics counters of the "
-                        "run's first seconds may be missed")  # fmt: skip
+            log.warning(
+                "tokenstorm: the monitor took no first sample within 15 s; /metrics counters of the "
+                "run's first seconds may be missed"
+            )
     writer = LoadWriter(run_dir)
     # A master reads no streams: its lines carry the workers' figures, shipped with their reports.
     probe = None if locust_compat.is_master(environment.runner) else ClockProbe()
@@ -100,8 +108,11 @@ def track_workers(runner: Any, ctx: RunContext) -> dict[str, dict[str, float | N
     for worker in sorted(locust_compat.missing_workers(runner) - set(ctx.workers_lost)):
         last = ctx.last_heard.get(worker)
         ctx.workers_lost[worker] = {"detected_epoch_s": now, "last_heard_epoch_s": last}
-        log.error("tokenstorm: worker %s vanished (last heard %s s ago); its records until then are kept",
-                  worker, f"{now - last:.0f}" if last else "?")  # fmt: skip
+        log.error(
+            "tokenstorm: worker %s vanished (last heard %s s ago); its records until then are kept",
+            worker,
+            f"{now - last:.0f}" if last else "?",
+        )
     return {w: ctx.clock_by_worker[w] for w in sorted(live) if w in ctx.clock_by_worker}
 
 

@@ -135,8 +135,15 @@ def _range(flag: str, raw: str) -> tuple[float, float] | None:
         raise OptionError(f"{flag} {raw!r}: {exc}") from None
 
 
-def _number(flag: str, value: Any, *, minimum: float, strict: bool = False, cast: Callable[[Any], Any] = float,
-            maximum: float | None = None) -> Any:  # fmt: skip
+def _number(
+    flag: str,
+    value: Any,
+    *,
+    minimum: float,
+    strict: bool = False,
+    cast: Callable[[Any], Any] = float,
+    maximum: float | None = None,
+) -> Any:
     try:
         v = cast(value)
     except (TypeError, ValueError, OverflowError):
@@ -164,8 +171,9 @@ def _extra_body(raw: str) -> dict[str, Any]:
             parse_float=_finite_float,
         )
     except json.JSONDecodeError:
-        raise OptionError('--extra-body is not valid JSON (example: \'{"chat_template_kwargs": '
-                          '{"enable_thinking": false}}\')') from None  # fmt: skip
+        raise OptionError(
+            '--extra-body is not valid JSON (example: \'{"chat_template_kwargs": {"enable_thinking": false}}\')'
+        ) from None
     if not isinstance(extra, dict):
         raise OptionError("--extra-body: expected a JSON object ({...})")
     try:

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...rundir import ErrorCategory, LoadSample, RunMeta
-from ..web.live import POINT_WINDOW_S, fidelity_status, percentile
+from ..web.live import POINT_WINDOW_S, percentile
+from ..web.live_slo import fidelity_status
 
 __all__ = [
     "SHIP_LAG_S",

@@ -20,8 +20,13 @@ from ...rundir.wire import RecordsRefused, decode_records, encode_records
 from . import ingest, locust_compat, master_watch
 from .context import RunContext, context
 
-__all__ = ["on_heartbeat_sent", "on_report_to_master", "on_worker_report", "remember_environment",
-           "wait_for_workers_final_records"]  # fmt: skip
+__all__ = [
+    "on_heartbeat_sent",
+    "on_report_to_master",
+    "on_worker_report",
+    "remember_environment",
+    "wait_for_workers_final_records",
+]
 
 log = logging.getLogger("tokenstorm")
 
@@ -83,8 +88,9 @@ def on_worker_report(client_id: str, data: dict[str, Any], **_kw: Any) -> None:
     ctx.last_heard[worker] = time.time()
     clock = data.get("tokenstorm_clock")
     if isinstance(clock, dict):
-        ctx.clock_by_worker[worker] = {str(k): float(v) if isinstance(v, (int, float)) else None
-                                       for k, v in clock.items()}  # fmt: skip
+        ctx.clock_by_worker[worker] = {
+            str(k): float(v) if isinstance(v, (int, float)) else None for k, v in clock.items()
+        }
     if data.get("tokenstorm_users") == 0 and ctx.stopping:
         ctx.flushed_workers.add(worker)
     payload = data.get(master_watch.RECORDS_KEY)
@@ -122,5 +128,8 @@ def wait_for_workers_final_records(environment: Environment, ctx: RunContext, ti
             return
         gevent.sleep(0.1)
     missing = sorted(live - ctx.flushed_workers)
-    log.warning("tokenstorm: workers %s sent no final records within %g s; the report has what arrived",
-                ", ".join(missing), timeout_s)  # fmt: skip
+    log.warning(
+        "tokenstorm: workers %s sent no final records within %g s; the report has what arrived",
+        ", ".join(missing),
+        timeout_s,
+    )

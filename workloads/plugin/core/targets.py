@@ -18,8 +18,15 @@ import yaml
 from ...rundir.secrets import redact, split_credentials
 from .errors import OptionError
 
-__all__ = ["Target", "check_url", "parse_targets", "resolve_targets", "scrub_targets", "targets_from_workload_file",
-           "workload_file_credentials"]  # fmt: skip
+__all__ = [
+    "Target",
+    "check_url",
+    "parse_targets",
+    "resolve_targets",
+    "scrub_targets",
+    "targets_from_workload_file",
+    "workload_file_credentials",
+]
 
 #: A target as ``(label, url)``; the label names it in records, reports and the exit verdict.
 Target = tuple[str, str]
@@ -72,8 +79,12 @@ def scrub_targets(raw: str) -> tuple[str, dict[str, tuple[str, str]]]:
 def workload_file_credentials(path: str) -> dict[str, tuple[str, str]]:
     """URL -> ``user:password`` of the workload file's ``targets:`` given with them."""
     try:
-        return {clean.rstrip("/"): pair for _, raw in _raw_file_targets(path)
-                for clean, pair in [split_credentials(raw)] if pair is not None}  # fmt: skip
+        return {
+            clean.rstrip("/"): pair
+            for _, raw in _raw_file_targets(path)
+            for clean, pair in [split_credentials(raw)]
+            if pair is not None
+        }
     except OptionError:
         return {}
 

@@ -47,9 +47,40 @@ from ...rundir.wire import itl_gaps_s, null_filled
 __all__ = ["FIELDS", "HISTOGRAMS", "LATENCY_BUCKETS_S", "SERVER_HISTOGRAMS", "ClientMetrics", "serve"]
 
 #: Upper bounds (seconds) of every latency histogram: vLLM's TTFT buckets, denser below 100 ms.
-LATENCY_BUCKETS_S = (0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.06, 0.075, 0.1, 0.15, 0.2, 0.25,
-                     0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0,
-                     2560.0)  # fmt: skip
+LATENCY_BUCKETS_S = (
+    0.001,
+    0.002,
+    0.005,
+    0.01,
+    0.015,
+    0.02,
+    0.03,
+    0.04,
+    0.05,
+    0.06,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.25,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+)
 _BOUNDS = np.array(LATENCY_BUCKETS_S)
 #: the record fields the exporter reads
 FIELDS = (
@@ -225,8 +256,11 @@ class ClientMetrics(Collector):
         """A successful request's prompt tokens, split by what the server found in its prefix cache."""
         prompt = float(record.get("prompt_tokens") or 0)
         cached = record.get("cached_tokens")
-        parts = {"unreported": prompt} if cached is None else {"hit": min(float(cached), prompt),
-                                                               "miss": max(0.0, prompt - float(cached))}  # fmt: skip
+        parts = (
+            {"unreported": prompt}
+            if cached is None
+            else {"hit": min(float(cached), prompt), "miss": max(0.0, prompt - float(cached))}
+        )
         for cache, n in parts.items():
             self._prompt[(workload, cache)] = self._prompt.get((workload, cache), 0.0) + n
 
@@ -269,19 +303,24 @@ class ClientMetrics(Collector):
                 if metric == name:
                     family.add_metric([workload, target], _buckets(counts), total)
             yield family
-        out = CounterMetricFamily(OUTPUT_TOKENS, "Output tokens of successful requests",
-                                  labels=["workload"])  # fmt: skip
+        out = CounterMetricFamily(OUTPUT_TOKENS, "Output tokens of successful requests", labels=["workload"])
         for workload, n in sorted(tokens.items()):
             out.add_metric([workload], n)
         yield out
-        req = CounterMetricFamily(REQUESTS, "Requests by outcome (ok, error, cancelled) and category",
-                                  labels=["workload", "outcome", "category"])  # fmt: skip
+        req = CounterMetricFamily(
+            REQUESTS,
+            "Requests by outcome (ok, error, cancelled) and category",
+            labels=["workload", "outcome", "category"],
+        )
         for (workload, outcome, category), n in sorted(requests.items()):
             req.add_metric([workload, outcome, category], n)
         yield req
-        prompt_family = CounterMetricFamily(PROMPT_TOKENS, "Prompt tokens of successful requests, by prefix cache: "
-                                            "hit, miss, or unreported (no cached_tokens in the usage)",
-                                            labels=["workload", "cache"])  # fmt: skip
+        prompt_family = CounterMetricFamily(
+            PROMPT_TOKENS,
+            "Prompt tokens of successful requests, by prefix cache: "
+            "hit, miss, or unreported (no cached_tokens in the usage)",
+            labels=["workload", "cache"],
+        )
         for (workload, cache), n in sorted(prompt.items()):
             prompt_family.add_metric([workload, cache], n)
         yield prompt_family
@@ -293,16 +332,18 @@ class ClientMetrics(Collector):
             for workload, n in sorted(per_workload.items()):
                 counter.add_metric([workload], n)
             yield counter
-        checked = CounterMetricFamily(CHECKS, "Answer checks of successful requests, by check and result (pass, fail)",
-                                      labels=["workload", "check", "result"])  # fmt: skip
+        checked = CounterMetricFamily(
+            CHECKS,
+            "Answer checks of successful requests, by check and result (pass, fail)",
+            labels=["workload", "check", "result"],
+        )
         for (workload, name, result), n in sorted(checks.items()):
             checked.add_metric([workload, name, result], n)
         yield checked
         if self._users is not None:
             yield GaugeMetricFamily(USERS, "Simulated users running now", value=float(self._users()))
         if self._cpu is not None:
-            cpu = GaugeMetricFamily(CLIENT_CPU, "Each load generator's own CPU % (100 = a core)",
-                                    labels=["worker"])  # fmt: skip
+            cpu = GaugeMetricFamily(CLIENT_CPU, "Each load generator's own CPU % (100 = a core)", labels=["worker"])
             for worker, pct in sorted(self._cpu().items()):
                 cpu.add_metric([worker], pct)
             yield cpu

@@ -9,8 +9,17 @@ from typing import Any
 from ...rundir.probes import BEFORE, PROBES_FILE, UNDER_LOAD, Consistency, ProbeLine, consistency_counts
 from ..core.options import RunOptions
 
-__all__ = ["BEFORE", "PROBES_FILE", "PROBES_FOR_SLO", "SLO_METRIC", "UNDER_LOAD", "Consistency", "ProbeLine",
-           "consistency_counts", "probe_count"]  # fmt: skip
+__all__ = [
+    "BEFORE",
+    "PROBES_FILE",
+    "PROBES_FOR_SLO",
+    "SLO_METRIC",
+    "UNDER_LOAD",
+    "Consistency",
+    "ProbeLine",
+    "consistency_counts",
+    "probe_count",
+]
 
 #: probes per pass when the SLO file sets ``consistency_changed`` and ``--consistency-probes`` is not given
 PROBES_FOR_SLO = 8

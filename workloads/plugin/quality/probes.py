@@ -51,10 +51,16 @@ def probe_request(number: int, options: RunOptions) -> CompletionRequest:
     """Probe ``number``'s request (the bundled prompts in turn); the run's ``--extra-body`` goes with it (what a
     server may need, e.g. thinking off), its other overrides do not."""
     prompt = PROBE_PROMPTS[number % len(PROBE_PROMPTS)]
-    return CompletionRequest(workload="consistency_probe", messages=[{"role": "user", "content": prompt}],
-                             max_tokens=PROBE_MAX_TOKENS, temperature=PROBE_TEMPERATURE, stream=True,
-                             collect_text=True, extra_body=dict(options.extra_body),
-                             request_id=f"{PROBE_ID_PREFIX}consistency-{number}-{uuid.uuid4().hex[:12]}")  # fmt: skip
+    return CompletionRequest(
+        workload="consistency_probe",
+        messages=[{"role": "user", "content": prompt}],
+        max_tokens=PROBE_MAX_TOKENS,
+        temperature=PROBE_TEMPERATURE,
+        stream=True,
+        collect_text=True,
+        extra_body=dict(options.extra_body),
+        request_id=f"{PROBE_ID_PREFIX}consistency-{number}-{uuid.uuid4().hex[:12]}",
+    )
 
 
 @dataclass
@@ -180,8 +186,13 @@ def stop_probes(environment: Environment, quiet: bool = False) -> None:
     if probes.under_load is not None and not probes.under_load.dead:
         probes.under_load.kill(block=True, timeout=5)
     if not probes.measured and not quiet:
-        why = ("the probes under load were answered" if probes.probing else "its warm-up was over"
-               if probes.under_load is not None else "its users were spawned")  # fmt: skip
+        why = (
+            "the probes under load were answered"
+            if probes.probing
+            else "its warm-up was over"
+            if probes.under_load is not None
+            else "its users were spawned"
+        )
         log.warning("tokenstorm: consistency: not measured under load — the run ended before %s", why)
 
 

@@ -70,8 +70,12 @@ class CapacitySearchShape(LoadTestShape):
                 return self._users, float(max(self._users, 1))
             verdict.extended, self._extended = self._extended, False
             self.verdicts.append(verdict)
-            log.info("tokenstorm: capacity step %d users: %s (%s)", verdict.users,
-                     _step_word(verdict), _fmt(verdict.measured))  # fmt: skip
+            log.info(
+                "tokenstorm: capacity step %d users: %s (%s)",
+                verdict.users,
+                _step_word(verdict),
+                _fmt(verdict.measured),
+            )
             stopped = _inconclusive_run(self.verdicts)
             if verdict.outcome() == BROKEN or stopped or self._users + opts.capacity_step > opts.capacity_max:
                 self._finish(verdict, stopped)
@@ -121,9 +125,12 @@ class CapacitySearchShape(LoadTestShape):
             if result.inconclusive_users:
                 said += f"; {_users(result.inconclusive_users)} inconclusive (the capacity may be that high)"
             stopped = said + (f"; {result.stopped}" if result.stopped else "")
-        log.log(logging.ERROR if result.untrustworthy_at_users is not None else logging.INFO,
-                "tokenstorm: capacity — highest load that held: %s users%s", result.highest_users_that_held,
-                stopped)  # fmt: skip
+        log.log(
+            logging.ERROR if result.untrustworthy_at_users is not None else logging.INFO,
+            "tokenstorm: capacity — highest load that held: %s users%s",
+            result.highest_users_that_held,
+            stopped,
+        )
 
 
 def _step_word(step: CapacityStep) -> str:

@@ -30,8 +30,19 @@ from ...rundir.sweep import BROKEN, HELD, INCONCLUSIVE
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["RISING_SHARE", "RunRecords", "auto_levels", "capacity_result", "judge_step", "judged_load", "level_line",
-           "plateau_reason", "timing_of", "untrusted_reason", "with_timing"]  # fmt: skip
+__all__ = [
+    "RISING_SHARE",
+    "RunRecords",
+    "auto_levels",
+    "capacity_result",
+    "judge_step",
+    "judged_load",
+    "level_line",
+    "plateau_reason",
+    "timing_of",
+    "untrusted_reason",
+    "with_timing",
+]
 
 #: achieved requests/s a level must add over the best level before it to count as still rising
 RISING_SHARE = 0.05
@@ -108,8 +119,10 @@ def level_line(level: SweepLevel, most: int = 3) -> str:
         broken = [f"{v.target} (measured {_measured(v.measured)})" for v in level.slos if v.outcome() == "failed"]
         more = f"; +{len(broken) - most} more" if len(broken) > most else ""
         word = f"BROKE {'; '.join(broken[:most])}{more}" if broken else "BROKE: no judged requests"
-    low = "; ".join(f"{w or 'all'} {'/'.join(f'p{p}' for p in ps)} of {level.latency_requests.get(w, level.requests)}"
-                    for w, ps in level.low_sample().items())  # fmt: skip
+    low = "; ".join(
+        f"{w or 'all'} {'/'.join(f'p{p}' for p in ps)} of {level.latency_requests.get(w, level.requests)}"
+        for w, ps in level.low_sample().items()
+    )
     return (
         f"sweep level {level.users} users ({level.kind}): {word} — {level.requests_per_s:.3g} req/s, "
         f"{level.output_tokens_per_s:.0f} output tok/s" + (f" [low sample: {low} requests]" if low else "")
@@ -166,25 +179,37 @@ def timing_of(requests: pd.DataFrame, load: list[LoadSample], counts: bool = Tru
     return fidelity.trustworthy, fidelity.reason
 
 
-def with_timing(level: SweepLevel, rows: list[dict[str, Any]], load: list[LoadSample],
-                counts: bool = True) -> SweepLevel:  # fmt: skip
+def with_timing(
+    level: SweepLevel, rows: list[dict[str, Any]], load: list[LoadSample], counts: bool = True
+) -> SweepLevel:
     """``level`` with the fidelity of its judged requests (those of ``rows`` that started in its
     judged part, not cancelled): a level whose timing is not trustworthy is not held."""
     lo, hi = level.judged_from_epoch_s, level.judged_to_epoch_s
-    judged = [r for r in rows if r.get("error_category") != ErrorCategory.CANCELLED
-              and lo <= float(r.get("start_epoch_s") or 0.0) < hi]  # fmt: skip
+    judged = [
+        r
+        for r in rows
+        if r.get("error_category") != ErrorCategory.CANCELLED and lo <= float(r.get("start_epoch_s") or 0.0) < hi
+    ]
     if not judged:
         return level  # nothing was read: nothing to distrust (and the level did not hold anyway)
     from ...rundir import frame_from_rows  # pyarrow: only on the master
 
     trustworthy, reason = timing_of(frame_from_rows(judged)[0], load, counts)
     result = level.outcome() if trustworthy else BROKEN
-    return dataclasses.replace(level, held=result == HELD, timing_trustworthy=trustworthy, timing_reason=reason,
-                               result=result)  # fmt: skip
+    return dataclasses.replace(
+        level, held=result == HELD, timing_trustworthy=trustworthy, timing_reason=reason, result=result
+    )
 
 
-def judge_step(rows: list[dict[str, Any]], spec: Any, users: int, labels: list[str],
-               load: list[LoadSample], counts: bool = True, confidence: float = 0.95) -> CapacityStep:  # fmt: skip
+def judge_step(
+    rows: list[dict[str, Any]],
+    spec: Any,
+    users: int,
+    labels: list[str],
+    load: list[LoadSample],
+    counts: bool = True,
+    confidence: float = 0.95,
+) -> CapacityStep:
     """One step judged on ``rows`` (its judged records, cancelled ones left out): every per-request
     SLO of ``spec`` on every A/B target in ``labels``, and the timing's fidelity (``load``: the
     load generators' samples meanwhile). It holds only if both do; it is inconclusive when no SLO

@@ -121,9 +121,12 @@ class Snapshots:
         """Start a snapshot when one is due and none is running."""
         if self._proc is not None and self._proc.poll() not in (None, 0) and not self._said_failure:
             self._said_failure = True
-            log.warning("tokenstorm: a report snapshot failed (exit %s); the final report is built at the end "
-                        "all the same: python -m reports build %s --live",
-                        self._proc.returncode, self.run_dir)  # fmt: skip
+            log.warning(
+                "tokenstorm: a report snapshot failed (exit %s); the final report is built at the end "
+                "all the same: python -m reports build %s --live",
+                self._proc.returncode,
+                self.run_dir,
+            )
         if self.stopped or self.every_s <= 0 or time.monotonic() < self._next:
             return
         if self._proc is not None and self._proc.poll() is None:

@@ -88,8 +88,9 @@ class ScheduledSender(User):
     def send_to_all(self, req: CompletionRequest, scheduled: float) -> None:
         """Send ``req`` (scheduled at ``scheduled``, a perf_counter time) to every target, each in its own greenlet."""
         for label, url in self.targets:
-            self.pool.spawn(self._send, copy.deepcopy(req) if label != self.targets[-1][0] else req,
-                            scheduled, label, url)  # fmt: skip
+            self.pool.spawn(
+                self._send, copy.deepcopy(req) if label != self.targets[-1][0] else req, scheduled, label, url
+            )
 
     def _send(self, req: CompletionRequest, scheduled: float, label: str = "", url: str = "") -> None:
         idle = self.idle[label]

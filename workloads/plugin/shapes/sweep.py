@@ -119,8 +119,13 @@ class SweepShape(LoadTestShape):
         sync = next((v.requests_per_s for v in self.levels if v.kind == "synchronous"), 0.0)
         top = self.levels[-1].requests_per_s
         levels = auto_levels(sync, top, opts.sweep_count, opts.sweep_max_users)
-        log.info("tokenstorm: sweep probes: %.3g req/s at 1 user, %.3g at %d users; levels: %s users", sync, top,
-                 opts.sweep_max_users, ", ".join(map(str, levels)) or "none between the probes")  # fmt: skip
+        log.info(
+            "tokenstorm: sweep probes: %.3g req/s at 1 user, %.3g at %d users; levels: %s users",
+            sync,
+            top,
+            opts.sweep_max_users,
+            ", ".join(map(str, levels)) or "none between the probes",
+        )
         return levels
 
     def _start(self, now: float) -> None:
@@ -144,9 +149,17 @@ class SweepShape(LoadTestShape):
         spec = ctx.slo_spec if ctx.slo_spec is not None else load_slo_spec()
         labels = [label for label, _ in ctx.options.targets]  # A/B: a target with no request here breaks the level
         rows = self._level_rows(self._started_epoch_s)
-        level = measure_sweep_level(rows, spec, users=users, kind=kind, started_epoch_s=self._started_epoch_s,
-                                    judged_from_epoch_s=mid, judged_to_epoch_s=end, targets=labels,
-                                    confidence=ctx.options.confidence)  # fmt: skip
+        level = measure_sweep_level(
+            rows,
+            spec,
+            users=users,
+            kind=kind,
+            started_epoch_s=self._started_epoch_s,
+            judged_from_epoch_s=mid,
+            judged_to_epoch_s=end,
+            targets=labels,
+            confidence=ctx.options.confidence,
+        )
         # The clock samples from the judged part's start to now: while its requests were read.
         counts = getattr(self.runner.environment.parsed_options, "timing_verdict", "fail") != "warn"
         return with_timing(level, rows, judged_load(ctx.run_dir, mid, time.time()), counts)
@@ -170,8 +183,13 @@ class SweepShape(LoadTestShape):
             which = "below that one held" if untrusted else "met every SLO for sure"
             log.info("tokenstorm: sweep — no level %s (goodput knee: none)%s", which, _uncertainty(self.levels))
         else:
-            log.info("tokenstorm: sweep — goodput knee: %d users (%.3g req/s, %.0f output tok/s)%s", knee.users,
-                     knee.requests_per_s, knee.output_tokens_per_s, _uncertainty(self.levels))  # fmt: skip
+            log.info(
+                "tokenstorm: sweep — goodput knee: %d users (%.3g req/s, %.0f output tok/s)%s",
+                knee.users,
+                knee.requests_per_s,
+                knee.output_tokens_per_s,
+                _uncertainty(self.levels),
+            )
 
 
 def _uncertainty(levels: list[SweepLevel]) -> str:

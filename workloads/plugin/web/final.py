@@ -38,10 +38,20 @@ def final_slo_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     fid = summary.get("timing_fidelity")
     if isinstance(fid, dict):
         status = final_timing_status(summary)
-        rows.append({"label": FIDELITY_LABEL, "scope": "run", "metric": "timing_fidelity", "stat": "late share",
-                     "op": "<=", "threshold": None, "measured": fid.get("late_share"), "status": status,
-                     "note": str(fid.get("reason") or "")[:500],
-                     "limited_by": list(fid.get("limited_by") or [])})  # fmt: skip
+        rows.append(
+            {
+                "label": FIDELITY_LABEL,
+                "scope": "run",
+                "metric": "timing_fidelity",
+                "stat": "late share",
+                "op": "<=",
+                "threshold": None,
+                "measured": fid.get("late_share"),
+                "status": status,
+                "note": str(fid.get("reason") or "")[:500],
+                "limited_by": list(fid.get("limited_by") or []),
+            }
+        )
     for r in summary.get("slos") or []:
         measured = r.get("measured")
         status = "no data" if measured is None else "pass" if r.get("passed") else "fail"
@@ -50,11 +60,21 @@ def final_slo_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
             status, note = "inconclusive", _undecided(r)
         where = f"{r['target']}: " if r.get("target") else ""
         threshold = r.get("threshold")
-        rows.append({"label": f"{where}{r.get('scope')} {r.get('metric')} {r.get('stat')} {r.get('op')} {threshold:g}"
-                     if isinstance(threshold, (int, float)) else f"{where}{r.get('scope')} {r.get('metric')}",
-                     "scope": r.get("scope"), "metric": r.get("metric"), "stat": r.get("stat"), "op": r.get("op"),
-                     "threshold": threshold, "measured": None if measured is None else round(float(measured), 4),
-                     "status": status, "note": note})  # fmt: skip
+        rows.append(
+            {
+                "label": f"{where}{r.get('scope')} {r.get('metric')} {r.get('stat')} {r.get('op')} {threshold:g}"
+                if isinstance(threshold, (int, float))
+                else f"{where}{r.get('scope')} {r.get('metric')}",
+                "scope": r.get("scope"),
+                "metric": r.get("metric"),
+                "stat": r.get("stat"),
+                "op": r.get("op"),
+                "threshold": threshold,
+                "measured": None if measured is None else round(float(measured), 4),
+                "status": status,
+                "note": note,
+            }
+        )
     return rows
 
 

@@ -85,8 +85,12 @@ def relevant(dest: str, users: Iterable[Any], shapes: set[str]) -> bool:
     if dest in _TRACE_ONLY:
         return any(getattr(u, "trace_replay", False) for u in users)
     if dest == "wait_time":  # the pause between a closed-loop user's sessions
-        return any(getattr(u, "workload", None) and not getattr(u, "open_loop", False)
-                   and not getattr(u, "trace_replay", False) for u in users)  # fmt: skip
+        return any(
+            getattr(u, "workload", None)
+            and not getattr(u, "open_loop", False)
+            and not getattr(u, "trace_replay", False)
+            for u in users
+        )
     if dest in _WORKLOAD_OF:  # an open-loop user draws every weighted workload
         return open_loop or any(getattr(u, "workload", None) == _WORKLOAD_OF[dest] for u in users)
     return True

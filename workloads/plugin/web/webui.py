@@ -142,8 +142,9 @@ def _start_form_problem(environment: Environment, form_check: FormCheck, form: d
     # A new host (also mid-run) gets no key (the key lives in the context, never in Locust's options).
     host = form.get("host") or environment.host
     problem = form_check.problem(environment, form)
-    if problem is None and ((host and split_credentials(host)[1] is not None)
-                            or scrub_targets(form.get("targets") or "")[1]):  # fmt: skip
+    if problem is None and (
+        (host and split_credentials(host)[1] is not None) or scrub_targets(form.get("targets") or "")[1]
+    ):
         problem = "host: user:password in a URL is not taken from the web form; start tokenstorm with --host URL"
     if problem is None:
         context(environment).warn_key_not_sent(environment.parsed_options, host)

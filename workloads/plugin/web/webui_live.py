@@ -28,7 +28,8 @@ from ..core import locust_compat
 from ..core.context import RunContext, context
 from .final import FinalOutcome
 from .form import form_layout, trim_extra_options
-from .live import FIDELITY_LABEL, SLO_MAX_REQUESTS, SLO_WINDOW_S, judge_recent
+from .live import FIDELITY_LABEL, SLO_MAX_REQUESTS, SLO_WINDOW_S
+from .live_slo import judge_recent
 from .server_history import GpuHistory, LoadHistory, ServerHistory
 
 log = logging.getLogger("tokenstorm")
@@ -55,8 +56,10 @@ main{{padding:8px 24px}} h2{{font-size:1.1em;margin:16px 0 4px}}</style></head>
 def no_gpu(ctx: RunContext) -> str:
     """What the GPU tab says instead of an empty table."""
     if not ctx.options.gpu_monitor:
-        return ("no GPU samples: start the sidecar on the GPU host (python -m monitors gpu --host 0.0.0.0 "
-                "--port 9400) and run with --gpu-monitor http://GPU-HOST:9400 (or --gpu-monitor local)")  # fmt: skip
+        return (
+            "no GPU samples: start the sidecar on the GPU host (python -m monitors gpu --host 0.0.0.0 "
+            "--port 9400) and run with --gpu-monitor http://GPU-HOST:9400 (or --gpu-monitor local)"
+        )
     return f"no GPU samples from {ctx.options.gpu_monitor} yet (see the console for why)"
 
 

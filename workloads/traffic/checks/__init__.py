@@ -143,9 +143,15 @@ class FailedAnswers:
         return True
 
 
-def check_record(record: RequestRecord, req: CompletionRequest, answer: Answer, more: tuple[Check, ...] = (),
-                 failed: FailedAnswers | None = None, secrets: tuple[str, ...] = (),
-                 judge_with: Callable[[tuple[Check, ...], Reply], CheckOutcome] | None = None) -> None:  # fmt: skip
+def check_record(
+    record: RequestRecord,
+    req: CompletionRequest,
+    answer: Answer,
+    more: tuple[Check, ...] = (),
+    failed: FailedAnswers | None = None,
+    secrets: tuple[str, ...] = (),
+    judge_with: Callable[[tuple[Check, ...], Reply], CheckOutcome] | None = None,
+) -> None:
     """Judge a succeeded, streamed request's ``answer`` by its checks (and ``more``: the workload's own), on
     its ``record``; a failed answer's text kept there when ``failed`` still has room for it (secrets masked).
     ``judge_with``: what runs them (the load generator's :class:`~.worker.CheckProcess`), else :func:`judge`."""
@@ -153,8 +159,14 @@ def check_record(record: RequestRecord, req: CompletionRequest, answer: Answer, 
     if not checks or not record.ok or not req.stream:
         return
     # The request goes with the answer only to users' own checks (its history can be large).
-    reply = Reply(answer.text, answer.tool_calls, record.finish_reason, record.output_tokens,
-                  record.requested_max_tokens, req if more else None)  # fmt: skip
+    reply = Reply(
+        answer.text,
+        answer.tool_calls,
+        record.finish_reason,
+        record.output_tokens,
+        record.requested_max_tokens,
+        req if more else None,
+    )
     outcome = (judge_with or judge)(checks, reply)
     record.check, record.check_results = outcome.check, outcome.results
     if outcome.detail is not None:  # masked whole, then cut: a secret across the cut is never half-kept

@@ -21,11 +21,25 @@ from . import Check, CheckCall, Reply
 __all__ = ["Needle", "make_needle", "needle"]
 
 _SYLLABLES = ("var", "lo", "ten", "mar", "quin", "bel", "dor", "sa", "vik", "ro", "zen", "tal", "mo", "ris")
-_SUFFIX = {"en": ("Holdings Ltd", "Partners LLP", "Trust Company", "Capital AG"),
-           "zh": ("控股有限公司", "投资合伙企业", "信托有限公司", "资本股份公司")}  # fmt: skip
+_SUFFIX = {
+    "en": ("Holdings Ltd", "Partners LLP", "Trust Company", "Capital AG"),
+    "zh": ("控股有限公司", "投资合伙企业", "信托有限公司", "资本股份公司"),
+}
 _ZH_NAME = "甲乙丙丁戊己庚辛壬癸金木水火土"
-_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-           "November", "December")  # fmt: skip
+_MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 _SUBJECTS = {
     "en": ("escrow account number", "settlement amount", "effective date", "guarantor"),
     "zh": ("托管账户编号", "和解金额", "生效日期", "担保人"),

@@ -11,8 +11,15 @@ from . import Check, CheckCall, Reply
 
 __all__ = ["schema_problem", "tool_args", "tool_exists"]
 
-_TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),
-                                       "array": (list,), "object": (dict,), "null": (type(None),)}  # fmt: skip
+_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "array": (list,),
+    "object": (dict,),
+    "null": (type(None),),
+}
 
 
 def _functions(tools: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -30,8 +37,10 @@ def schema_problem(value: Any, schema: dict[str, Any], where: str = "arguments")
     kind = schema.get("type")
     kinds = kind if isinstance(kind, list) else [kind] if isinstance(kind, str) else []
     if kinds:
-        ok = any(isinstance(value, _TYPES.get(k, ())) and not (k in ("integer", "number") and isinstance(value, bool))
-                 for k in kinds)  # fmt: skip
+        ok = any(
+            isinstance(value, _TYPES.get(k, ())) and not (k in ("integer", "number") and isinstance(value, bool))
+            for k in kinds
+        )
         if not ok:
             return f"{where} is {type(value).__name__}, not {'/'.join(kinds)}"
     if "enum" in schema and value not in schema["enum"]:

@@ -67,8 +67,9 @@ class CheckProcess:
     def _start(self) -> subprocess.Popen[bytes]:
         # Its own session, as the emulator's: a terminal's Ctrl-C (SIGINT to the foreground group) stops the load
         # generator, which ends this process by closing its pipe, never this process mid-answer.
-        proc = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True
+        )
         assert proc.stdin is not None
         _send(proc.stdin, list(sys.path))  # where users' own checks import from, as here
         self._proc = proc
@@ -98,8 +99,12 @@ class CheckProcess:
             except (OSError, EOFError, pickle.PickleError, AttributeError, TypeError, struct.error) as exc:
                 self._broken = True
                 self.close()
-                log.warning("tokenstorm: answer checks run in the load generator from now on (%s: %s); "
-                            "long answers may delay its reads", type(exc).__name__, exc)  # fmt: skip
+                log.warning(
+                    "tokenstorm: answer checks run in the load generator from now on (%s: %s); "
+                    "long answers may delay its reads",
+                    type(exc).__name__,
+                    exc,
+                )
                 return judge(checks, reply)
             except BaseException:
                 # Interrupted mid-exchange (the load test stopping this user): the answer it was waiting for

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -27,15 +26,13 @@ from ..base import Option, OwnSetting, Session, TrafficModel, WorkloadSettings
 from ..checks.tools import tool_args, tool_exists
 from ..lengths import LengthDist
 from ..tokens import TokenCounter
-from .code import _code_sources
-from .contract import _CITIES, _PARTIES, _clauses
+from ._agent_results import fill_lines, result_lines
 
 __all__ = ["PROFILES", "Agent", "AgentProfile", "AgentTool"]
 
 #: how a tool's result reads (each made to its size from the profile's corpus)
 RESULT_KINDS = ("code", "matches", "listing", "log", "ack", "document", "cases")
 _TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
-_COURTS = ("EWCA Civ", "EWHC (Comm)", "UKSC", "NY App Div", "SGCA", "BGH")
 
 
 @dataclass(frozen=True)
@@ -68,8 +65,15 @@ def _profiles() -> dict[str, AgentProfile]:
     text = resources.files("workloads.traffic").joinpath("data/agent_profiles.json").read_text("utf-8")
     out = {}
     for name, p in json.loads(text).items():
-        tools = tuple(AgentTool(t["function"]["name"], {"type": t["type"], "function": t["function"]}, t["result"],
-                                LengthDist.parse(t["result_tokens"])) for t in p["tools"])  # fmt: skip
+        tools = tuple(
+            AgentTool(
+                t["function"]["name"],
+                {"type": t["type"], "function": t["function"]},
+                t["result"],
+                LengthDist.parse(t["result_tokens"]),
+            )
+            for t in p["tools"]
+        )
         assert all(t.result in RESULT_KINDS for t in tools), name  # the bundled file is ours
         out[name] = AgentProfile(name, p["system"], tools, tuple(p["tasks"]), p["filler"])
     return out
@@ -116,8 +120,7 @@ def _parse_result_tokens(value: Any) -> dict[str, LengthDist]:
         for part in parts:
             name, eq, length = part.partition("=")
             if not eq:
-                raise ValueError(f"expected TOOL=LENGTH,... e.g. read_file=lognormal:3000,0.5 "
-                                 f"(not {part.strip()!r})")  # fmt: skip
+                raise ValueError(f"expected TOOL=LENGTH,... e.g. read_file=lognormal:3000,0.5 (not {part.strip()!r})")
             items.append((name.strip(), length.strip()))
     out = {}
     for name, length in items:
@@ -133,11 +136,20 @@ class Agent(TrafficModel):
     name = "agent"
     description = "agent sessions: shared system prompt and tool schemas, streamed tool calls, tool results"
     defaults = WorkloadSettings(
-        "agent", 1, LengthDist.parse(512), LengthDist.parse("uniform:4000-8000"), shared_prefix=0.8,
-        think_time_s=(0.1, 1.0), wait_s=(1.0, 5.0),
-        extra={"steps": LengthDist.parse("uniform:2-10"), "tool_choice": "auto", "profiles": tuple(PROFILES),
-               "tool_result_tokens": {}},
-    )  # fmt: skip
+        "agent",
+        1,
+        LengthDist.parse(512),
+        LengthDist.parse("uniform:4000-8000"),
+        shared_prefix=0.8,
+        think_time_s=(0.1, 1.0),
+        wait_s=(1.0, 5.0),
+        extra={
+            "steps": LengthDist.parse("uniform:2-10"),
+            "tool_choice": "auto",
+            "profiles": tuple(PROFILES),
+            "tool_result_tokens": {},
+        },
+    )
     settings = frozenset({"prompt_tokens", "output_tokens", "shared_prefix", "think_time_s", "wait_s"})
     own_settings = (
         OwnSetting("steps", _parse_steps),
@@ -146,21 +158,37 @@ class Agent(TrafficModel):
         OwnSetting("tool_result_tokens", _parse_result_tokens),
     )
     options = (
-        Option("prompt-tokens", "prompt_tokens", "Agent context before the task: system prompt, tool schemas and "
-               "the session's own context (default uniform:4000-8000)"),
-        Option("shared-prefix", "shared_prefix", "Share of the agent context identical across sessions of a "
-               "profile, 0-1: system prompt and tool schemas first (default 0.8)"),
-        Option("steps", "steps", "Requests per agent session at most, a length like uniform:2-10 (default); "
-               "a session ends earlier when the model answers without a tool call"),
+        Option(
+            "prompt-tokens",
+            "prompt_tokens",
+            "Agent context before the task: system prompt, tool schemas and "
+            "the session's own context (default uniform:4000-8000)",
+        ),
+        Option(
+            "shared-prefix",
+            "shared_prefix",
+            "Share of the agent context identical across sessions of a "
+            "profile, 0-1: system prompt and tool schemas first (default 0.8)",
+        ),
+        Option(
+            "steps",
+            "steps",
+            "Requests per agent session at most, a length like uniform:2-10 (default); "
+            "a session ends earlier when the model answers without a tool call",
+        ),
         Option("tool-choice", "tool_choice", "auto (default), required, or a tool name: every step calls it"),
-        Option("profiles", "profiles", "coding, legal or coding,legal (default): the agents' system prompts "
-               "and tools"),
-        Option("tool-result-tokens", "tool_result_tokens", "Tool result sizes, TOOL=LENGTH,... e.g. "
-               "read_file=lognormal:3000,0.5 (defaults: " + ", ".join(f"{t.name}={t.result_tokens}"
-                                                                    for t in _ALL_TOOLS.values()) + ")"),
+        Option("profiles", "profiles", "coding, legal or coding,legal (default): the agents' system prompts and tools"),
+        Option(
+            "tool-result-tokens",
+            "tool_result_tokens",
+            "Tool result sizes, TOOL=LENGTH,... e.g. "
+            "read_file=lognormal:3000,0.5 (defaults: "
+            + ", ".join(f"{t.name}={t.result_tokens}" for t in _ALL_TOOLS.values())
+            + ")",
+        ),
         Option("output-tokens", "output_tokens", "max_tokens of each agent step (default 512)"),
         Option("tool-time", "think_time_s", "A tool's run time between steps, a duration or LO-HI (default 0.1-1)"),
-    )  # fmt: skip
+    )
 
     def __init__(self, settings: WorkloadSettings, counter: TokenCounter, seed: int = 0) -> None:
         super().__init__(settings, counter, seed)
@@ -171,8 +199,10 @@ class Agent(TrafficModel):
         for p in self.profiles:
             if choice not in ("auto", "required") and p.tool(choice) is None:
                 tools = ", ".join(t.name for t in p.tools)
-                raise ValueError(f"agent: tool_choice {choice!r} is not a tool of profile {p.name} ({tools}); "
-                                 "choose the profiles that have it")  # fmt: skip
+                raise ValueError(
+                    f"agent: tool_choice {choice!r} is not a tool of profile {p.name} ({tools}); "
+                    "choose the profiles that have it"
+                )
         self.tool_choice: str | dict[str, Any] = (
             choice if choice in ("auto", "required") else {"type": "function", "function": {"name": choice}}
         )
@@ -182,8 +212,9 @@ class Agent(TrafficModel):
         self.context_tokens = settings.prompt_tokens
         self._prefix = {p.name: self._shared_prefix(p) for p in self.profiles}
         # Each step's answer: the tools it calls were offered, their arguments meet the tools' schemas.
-        self._checks = {p.name: (tool_exists(self._prefix[p.name][1]), tool_args(self._prefix[p.name][1]))
-                        for p in self.profiles}  # fmt: skip
+        self._checks = {
+            p.name: (tool_exists(self._prefix[p.name][1]), tool_args(self._prefix[p.name][1])) for p in self.profiles
+        }
 
     # -- the shared prefix ----------------------------------------------------------------------
     def _shared_prefix(self, profile: AgentProfile) -> tuple[str, list[dict[str, Any]], int]:
@@ -212,13 +243,16 @@ class Agent(TrafficModel):
         task = rng.choice(profile.tasks)
         rest = self.context_tokens.sample(rng) - shared_tokens - self.counter.count(task) - 16
         context = f"<context>\n{self._filler(profile, rng, rest)}\n</context>\n\n" if rest > 0 else ""
-        history: list[dict[str, Any]] = [{"role": "system", "content": system},
-                                         {"role": "user", "content": context + task}]  # fmt: skip
+        history: list[dict[str, Any]] = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": context + task},
+        ]
         tokens = self.counter.count(system) + self._tools_tokens(tools) + self.counter.count(context + task)
         steps = self.steps.sample(rng)
         for step in range(steps):
-            answer = yield self.request(rng, history, tools, tokens, final=step == steps - 1,
-                                        checks=self._checks[profile.name])  # fmt: skip
+            answer = yield self.request(
+                rng, history, tools, tokens, final=step == steps - 1, checks=self._checks[profile.name]
+            )
             if answer is None or not answer.tool_calls or step == steps - 1:
                 return  # failed, answered without a tool, or the task's last step
             raw = [_call(c, f"call_{step}_{i}") for i, c in enumerate(answer.tool_calls)]
@@ -232,15 +266,28 @@ class Agent(TrafficModel):
                 history.append({"role": "tool", "tool_call_id": c["id"], "content": result})
                 tokens += self.counter.count(result)
 
-    def request(self, rng: random.Random, history: list[dict[str, Any]], tools: list[dict[str, Any]],
-                prompt_tokens: int, final: bool = False,
-                checks: tuple[Any, ...] = ()) -> CompletionRequest:  # fmt: skip
+    def request(
+        self,
+        rng: random.Random,
+        history: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        prompt_tokens: int,
+        final: bool = False,
+        checks: tuple[Any, ...] = (),
+    ) -> CompletionRequest:
         """The request of the next step, given the history so far."""
         return CompletionRequest(
-            workload=self.config.name, endpoint="chat", messages=list(history),
-            max_tokens=self.config.output_tokens.sample(rng), tools=list(tools), tool_choice=self.tool_choice,
-            collect_text=True, final_step=final, requested_prompt_tokens=prompt_tokens, checks=checks,
-        )  # fmt: skip
+            workload=self.config.name,
+            endpoint="chat",
+            messages=list(history),
+            max_tokens=self.config.output_tokens.sample(rng),
+            tools=list(tools),
+            tool_choice=self.tool_choice,
+            collect_text=True,
+            final_step=final,
+            requested_prompt_tokens=prompt_tokens,
+            checks=checks,
+        )
 
     def tool_result(self, rng: random.Random, profile: AgentProfile, name: str, arguments: str) -> str:
         """What the tool ``name`` returns: a text of the size drawn from that tool's distribution, or the error
@@ -253,19 +300,22 @@ class Agent(TrafficModel):
         except ValueError:
             return f"Error: the arguments of {name} are not valid JSON: {arguments[:80]!r}"
         tokens = self.result_tokens[name].sample(rng)
-        return _fill(self.counter, _lines(tool.result, profile, rng), tokens)
+        return fill_lines(self.counter, result_lines(tool.result, rng), tokens)
 
     def _filler(self, profile: AgentProfile, rng: random.Random, tokens: int) -> str:
         """About ``tokens`` tokens of the profile's corpus (context, not a tool result)."""
         kind = "code" if profile.filler == "code" else "document"
-        return _fill(self.counter, _lines(kind, profile, rng), tokens)
+        return fill_lines(self.counter, result_lines(kind, rng), tokens)
 
 
 def _call(call: dict[str, Any], fallback_id: str) -> dict[str, Any]:
     """A streamed tool call as the history carries it back (an id made up only when the server sent none)."""
     fn = call.get("function") or {}
-    return {"id": call.get("id") or fallback_id, "type": "function",
-            "function": {"name": str(fn.get("name") or ""), "arguments": str(fn.get("arguments") or "")}}  # fmt: skip
+    return {
+        "id": call.get("id") or fallback_id,
+        "type": "function",
+        "function": {"name": str(fn.get("name") or ""), "arguments": str(fn.get("arguments") or "")},
+    }
 
 
 def _sendable(call: dict[str, Any]) -> dict[str, Any]:
@@ -276,75 +326,6 @@ def _sendable(call: dict[str, Any]) -> dict[str, Any]:
     except ValueError:
         return {**call, "function": {**call["function"], "arguments": "{}"}}
     return call
-
-
-def _fill(counter: TokenCounter, lines: Iterator[str], tokens: int) -> str:
-    """Lines cut to ``tokens`` tokens. Counted together (line by line overcounts a little), and cut by a search
-    over the text the last lines added only: a large tool result holds the event loop as briefly as it can."""
-    out: list[str] = []
-    have = under = 0  # tokens so far; characters of a prefix known to hold fewer than ``tokens``
-    while have < tokens:
-        under = sum(map(len, out)) + len(out) - 1 if out else 0
-        added = 0
-        while added < tokens - have:
-            line = next(lines)
-            out.append(line)
-            added += counter.count(line) + 1
-        have = counter.count("\n".join(out))
-    text = "\n".join(out)
-    lo, hi = under, len(text)
-    while lo < hi:  # the longest prefix within ``tokens``
-        mid = (lo + hi + 1) // 2
-        if counter.count(text[:mid]) <= tokens:
-            lo = mid
-        else:
-            hi = mid - 1
-    return text[:lo]
-
-
-def _lines(kind: str, profile: AgentProfile, rng: random.Random) -> Iterator[str]:
-    """An endless supply of lines of one result kind."""
-    sources = _code_sources()
-    if kind == "code":  # a file's lines, numbered as an agent's read tool shows them
-        while True:
-            _name, lines = rng.choice(sources)
-            start = rng.randrange(len(lines))
-            for n in range(start, len(lines)):
-                yield f"{n + 1:>6}\t{lines[n]}"
-    elif kind in ("matches", "listing"):
-        while True:
-            name, lines = rng.choice(sources)
-            n = rng.randrange(len(lines))
-            folder = rng.choice(("src/app", "src/app/core", "lib", "tests", "tools"))
-            yield f"{folder}/{name}:{n + 1}:{lines[n].strip()}" if kind == "matches" else f"{folder}/{name}"
-    elif kind == "log":  # a test run
-        while True:
-            name, lines = rng.choice(sources)
-            verdict = rng.choice(("PASSED", "PASSED", "PASSED", "FAILED", "SKIPPED"))
-            yield f"tests/test_{name.removesuffix('.py')}.py::test_line_{rng.randrange(len(lines))} {verdict}"
-            if verdict == "FAILED":  # the traceback's source lines
-                n = rng.randrange(len(lines))
-                yield from (f"    {line}" for line in lines[n : n + 4])
-    elif kind == "ack":
-        while True:
-            yield rng.choice(("Done.", "OK: the change was applied.", "Saved.", "1 occurrence replaced."))
-    elif kind == "document":  # a contract's articles, from a random one on
-        clauses = _clauses("en")
-        a, b = rng.sample(_PARTIES["en"], 2)
-        fill = {"party_a": a, "party_b": b, "amount": f"{rng.randrange(1, 50) * 100_000:,}",
-                "days": str(rng.choice((15, 30, 45, 60))), "city": rng.choice(_CITIES["en"])}  # fmt: skip
-        n = rng.randrange(len(clauses))
-        while True:
-            yield f"Article {n + 1}. {clauses[n % len(clauses)].format(**fill)}\n"
-            n += 1
-    else:  # cases
-        clauses = _clauses("en")
-        while True:
-            a, b = rng.sample(_PARTIES["en"], 2)
-            year = rng.randrange(1995, 2026)
-            summary = rng.choice(clauses).split(".")[0].format(party_a=a, party_b=b, amount="1,000,000",
-                                                                 days="30", city="London")  # fmt: skip
-            yield f"[{year}] {rng.choice(_COURTS)} {rng.randrange(1, 3000)}: {a} v {b}, held that {summary}."
 
 
 MODEL = Agent

@@ -26,9 +26,13 @@ __all__ = ["SYSTEM_PROMPT", "Chat"]
 SYSTEM_PROMPT = "You are a helpful assistant."
 #: the longest output a recorded dataset answer asks for
 RECORDED_ANSWER_MAX_TOKENS = 2048
-_FOLLOW_UPS = ("Can you go into more detail on that?", "Give me a concrete example.",
-               "Summarise that in two sentences.", "What would you do differently?",
-               "请用中文再解释一遍。")  # fmt: skip
+_FOLLOW_UPS = (
+    "Can you go into more detail on that?",
+    "Give me a concrete example.",
+    "Summarise that in two sentences.",
+    "What would you do differently?",
+    "请用中文再解释一遍。",
+)
 
 
 @cache
@@ -42,17 +46,22 @@ class Chat(TrafficModel):
 
     name = "chat"
     description = "multi-turn chat: growing history, think time between turns, optional dataset"
-    defaults = WorkloadSettings("chat", 2, LengthDist.parse("lognormal:250,0.8"), turns=3, think_time_s=(1.0, 5.0),
-                                wait_s=(1.0, 3.0))  # fmt: skip
+    defaults = WorkloadSettings(
+        "chat", 2, LengthDist.parse("lognormal:250,0.8"), turns=3, think_time_s=(1.0, 5.0), wait_s=(1.0, 3.0)
+    )
     settings = frozenset({"output_tokens", "turns", "think_time_s", "thinking", "dataset", "wait_s"})
     options = (
         Option("output-tokens", "output_tokens", "Chat answer length (default lognormal:250,0.8)"),
         Option("turns", "turns", "Turns per chat session (default 3)"),
         Option("think-time", "think_time_s", "Pause between turns, a duration or LO-HI, e.g. 5s-1m (default 1-5)"),
         Option("thinking", "thinking", "on/off: chat_template_kwargs.enable_thinking; empty: not sent"),
-        Option("dataset", "dataset", "Chat prompts: ShareGPT JSON or JSONL ({'prompt'} / {'messages'}, "
-               "optional 'max_tokens')", prefixed=False),
-    )  # fmt: skip
+        Option(
+            "dataset",
+            "dataset",
+            "Chat prompts: ShareGPT JSON or JSONL ({'prompt'} / {'messages'}, optional 'max_tokens')",
+            prefixed=False,
+        ),
+    )
 
     def __init__(self, settings: WorkloadSettings, counter: TokenCounter, seed: int = 0) -> None:
         super().__init__(settings, counter, seed)
@@ -106,13 +115,16 @@ class Chat(TrafficModel):
         if s.thinking:
             extra["chat_template_kwargs"] = {"enable_thinking": s.thinking == "on"}
         return CompletionRequest(
-            workload=s.name, endpoint="chat", messages=list(history),
+            workload=s.name,
+            endpoint="chat",
+            messages=list(history),
             max_tokens=max_tokens if max_tokens is not None else s.output_tokens.sample(rng),
-            extra_body=extra, collect_text=True,
+            extra_body=extra,
+            collect_text=True,
             requested_prompt_tokens=sum(self.counter.count(m["content"]) for m in history),
             # answered in the script of the turn it answers, not looping, not cut short
             checks=(script(script_of(history[-1]["content"])), repetition(), complete()),
-        )  # fmt: skip
+        )
 
 
 MODEL = Chat

@@ -18,10 +18,31 @@ from ..tokens import TokenCounter
 
 __all__ = ["Code"]
 
-_STDLIB_MODULES = ("textwrap.py", "json/encoder.py", "json/decoder.py", "argparse.py", "csv.py", "heapq.py",
-                   "fractions.py", "dataclasses.py", "functools.py", "shutil.py", "statistics.py", "string.py",
-                   "ipaddress.py", "calendar.py", "difflib.py", "bisect.py", "configparser.py", "gzip.py",
-                   "pprint.py", "shlex.py", "tempfile.py", "uuid.py", "email/utils.py")  # fmt: skip
+_STDLIB_MODULES = (
+    "textwrap.py",
+    "json/encoder.py",
+    "json/decoder.py",
+    "argparse.py",
+    "csv.py",
+    "heapq.py",
+    "fractions.py",
+    "dataclasses.py",
+    "functools.py",
+    "shutil.py",
+    "statistics.py",
+    "string.py",
+    "ipaddress.py",
+    "calendar.py",
+    "difflib.py",
+    "bisect.py",
+    "configparser.py",
+    "gzip.py",
+    "pprint.py",
+    "shlex.py",
+    "tempfile.py",
+    "uuid.py",
+    "email/utils.py",
+)
 
 
 @cache
@@ -51,8 +72,14 @@ class Code(TrafficModel):
 
     name = "code"
     description = "code completion: short prefixes of real Python, raw completions or chat skills"
-    defaults = WorkloadSettings("code", 3, LengthDist.parse("uniform:16-128"), LengthDist.parse("uniform:100-600"),
-                                endpoint="both", wait_s=(0.2, 1.5))  # fmt: skip
+    defaults = WorkloadSettings(
+        "code",
+        3,
+        LengthDist.parse("uniform:16-128"),
+        LengthDist.parse("uniform:100-600"),
+        endpoint="both",
+        wait_s=(0.2, 1.5),
+    )
     settings = frozenset({"prompt_tokens", "output_tokens", "endpoint", "skills", "wait_s"})
     options = (
         Option("prompt-tokens", "prompt_tokens", "Code prefix length (default uniform:100-600)"),
@@ -93,17 +120,27 @@ class Code(TrafficModel):
             s.endpoint == "completions" or (s.endpoint == "both" and rng.random() < 0.5)
         )
         if use_completions:
-            return CompletionRequest(workload=s.name, endpoint="completions", prompt=code, max_tokens=max_tokens,
-                                     stop=list(_STOP), requested_prompt_tokens=self.counter.count(code),
-                                     checks=(code_language(),))  # fmt: skip
+            return CompletionRequest(
+                workload=s.name,
+                endpoint="completions",
+                prompt=code,
+                max_tokens=max_tokens,
+                stop=list(_STOP),
+                requested_prompt_tokens=self.counter.count(code),
+                checks=(code_language(),),
+            )
         text = _SKILL_PROMPTS[skill].format(code=code)
         # English Python asked for: English identifiers and comments; whole test functions must parse.
         checks = (code_language(), python_parses()) if skill == "unit_test" else (code_language(),)
         return CompletionRequest(
-            workload=s.name, endpoint="chat", messages=[{"role": "user", "content": text}], max_tokens=max_tokens,
-            stop=["```\n\n"] if skill == "complete" else None, requested_prompt_tokens=self.counter.count(text),
+            workload=s.name,
+            endpoint="chat",
+            messages=[{"role": "user", "content": text}],
+            max_tokens=max_tokens,
+            stop=["```\n\n"] if skill == "complete" else None,
+            requested_prompt_tokens=self.counter.count(text),
             checks=checks,
-        )  # fmt: skip
+        )
 
 
 MODEL = Code

@@ -31,11 +31,23 @@ _REVIEW = {
     "合同解除条件，并指出对甲方最大的三项风险及修改建议。",
 }
 _PARTIES = {
-    "en": ["Northwind Systems Ltd", "Blue Harbor Analytics GmbH", "Acme Cloud Services Inc", "Riverstone Bank plc",
-           "Helios Medical BV", "Kite Logistics LLC"],
-    "zh": ["北京星河科技有限公司", "上海云启数据服务有限公司", "深圳远航物流股份有限公司", "杭州青禾医疗器械有限公司",
-           "广州瑞丰商业银行", "成都天府软件有限公司"],
-}  # fmt: skip
+    "en": [
+        "Northwind Systems Ltd",
+        "Blue Harbor Analytics GmbH",
+        "Acme Cloud Services Inc",
+        "Riverstone Bank plc",
+        "Helios Medical BV",
+        "Kite Logistics LLC",
+    ],
+    "zh": [
+        "北京星河科技有限公司",
+        "上海云启数据服务有限公司",
+        "深圳远航物流股份有限公司",
+        "杭州青禾医疗器械有限公司",
+        "广州瑞丰商业银行",
+        "成都天府软件有限公司",
+    ],
+}
 _CITIES = {"en": ["London", "Singapore", "New York", "Frankfurt"], "zh": ["北京市", "上海市", "深圳市", "杭州市"]}
 
 
@@ -49,8 +61,13 @@ def _clauses(lang: str) -> tuple[str, ...]:
 def _document(lang: str, rng: random.Random, tokens: int, counter: TokenCounter, start_article: int = 1) -> str:
     """A contract of about ``tokens`` tokens: clauses in order, then again with new numbers."""
     a, b = rng.sample(_PARTIES[lang], 2)
-    fill = {"party_a": a, "party_b": b, "amount": f"{rng.randrange(1, 50) * 100_000:,}",
-            "days": str(rng.choice((15, 30, 45, 60))), "city": rng.choice(_CITIES[lang])}  # fmt: skip
+    fill = {
+        "party_a": a,
+        "party_b": b,
+        "amount": f"{rng.randrange(1, 50) * 100_000:,}",
+        "days": str(rng.choice((15, 30, 45, 60))),
+        "city": rng.choice(_CITIES[lang]),
+    }
     parts: list[str] = []
     total = 0
     n = start_article
@@ -100,31 +117,55 @@ class Contract(TrafficModel):
 
     name = "contract"
     description = "contract analysis: long documents (en/zh), structured review, shared prefix"
-    defaults = WorkloadSettings("contract", 1, LengthDist.parse(512), LengthDist.parse("uniform:2000-8000"),
-                                shared_prefix=0.5, wait_s=(1.0, 5.0),
-                                extra={"needle": True, "needle_depth": None})  # fmt: skip
+    defaults = WorkloadSettings(
+        "contract",
+        1,
+        LengthDist.parse(512),
+        LengthDist.parse("uniform:2000-8000"),
+        shared_prefix=0.5,
+        wait_s=(1.0, 5.0),
+        extra={"needle": True, "needle_depth": None},
+    )
     settings = frozenset({"prompt_tokens", "output_tokens", "shared_prefix", "languages", "wait_s"})
     own_settings = (OwnSetting("needle", _parse_on_off), OwnSetting("needle_depth", _parse_depth))
     options = (
-        Option("prompt-tokens", "prompt_tokens", "Contract prompt length, e.g. uniform:2000-8000, 32000 "
-               "(default uniform:2000-8000)"),
+        Option(
+            "prompt-tokens",
+            "prompt_tokens",
+            "Contract prompt length, e.g. uniform:2000-8000, 32000 (default uniform:2000-8000)",
+        ),
         Option("output-tokens", "output_tokens", "Contract output length (default 512)"),
-        Option("shared-prefix", "shared_prefix", "Share of each contract identical across requests, 0-1, "
-               "to exercise prefix caching (default 0.5)"),
+        Option(
+            "shared-prefix",
+            "shared_prefix",
+            "Share of each contract identical across requests, 0-1, to exercise prefix caching (default 0.5)",
+        ),
         Option("languages", "languages", "en, zh or en,zh (default en,zh)"),
-        Option("needle", "needle", "on (default) or off: hide a unique fact (an account number, amount, date or "
-               "party) in each contract, ask for it, and check the answer names it (the needle check)"),
-        Option("needle-depth", "needle_depth", "Where the needle sits, 0 (the document's start) to 1 (its end): "
-               "D or LO-HI, drawn uniformly. Default: anywhere after the shared prefix, which a needle would "
-               "end (0-1 with a shared prefix trades prefix-cache hits for depth coverage)"),
-    )  # fmt: skip
+        Option(
+            "needle",
+            "needle",
+            "on (default) or off: hide a unique fact (an account number, amount, date or "
+            "party) in each contract, ask for it, and check the answer names it (the needle check)",
+        ),
+        Option(
+            "needle-depth",
+            "needle_depth",
+            "Where the needle sits, 0 (the document's start) to 1 (its end): "
+            "D or LO-HI, drawn uniformly. Default: anywhere after the shared prefix, which a needle would "
+            "end (0-1 with a shared prefix trades prefix-cache hits for depth coverage)",
+        ),
+    )
 
     def __init__(self, settings: WorkloadSettings, counter: TokenCounter, seed: int = 0) -> None:
         super().__init__(settings, counter, seed)
         shared_tokens = round(settings.shared_prefix * _prompt(settings).mean)
         # The shared part is the same for every user and request (fixed seed): a cacheable prefix.
-        self._shared = {lang: _document(lang, random.Random(f"shared/{seed}/{lang}"), shared_tokens, counter)
-                        if shared_tokens else "" for lang in settings.languages}  # fmt: skip
+        self._shared = {
+            lang: _document(lang, random.Random(f"shared/{seed}/{lang}"), shared_tokens, counter)
+            if shared_tokens
+            else ""
+            for lang in settings.languages
+        }
         self._system_tokens = counter.count(CONTRACT_SYSTEM)
         extra = {**self.defaults.extra, **settings.extra}
         self._needle: bool = extra["needle"]
