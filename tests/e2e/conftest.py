@@ -139,11 +139,16 @@ def client_core_of_its_own(url: str) -> Iterator[None]:
     """The vLLM server at ``url`` (every thread of its processes) on CPU 1, this process — and so the load
     generator it starts — on CPU 0; both as they were after. Skips where that cannot be done."""
     if not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2:
-        pytest.skip("needs two CPU cores: one for the load generator, one for the server")
+        # CI's machine has two; a one-core machine cannot keep the client off the server's core at all
+        pytest.skip("needs two CPU cores: one for the load generator, one for the vLLM server")
     port = int(url.rsplit(":", 1)[1].split("/")[0])
     listening = [c.pid for c in psutil.net_connections("tcp") if c.laddr and c.laddr.port == port and c.pid]
     if not listening:
-        pytest.skip(f"no process of this machine's is seen listening on port {port}: its CPUs cannot be pinned")
+        # only with $TOKENSTORM_VLLM_URL at another machine (the tests' own server is always found here)
+        pytest.skip(
+            f"the vLLM server at {url} is not a process of this machine (port {port}): its CPUs cannot be pinned; "
+            "unset TOKENSTORM_VLLM_URL to let the tests start one here"
+        )
     server = psutil.Process(listening[0])
     mine, cpus = os.sched_getaffinity(0), sorted(os.sched_getaffinity(0))
     theirs: dict[int, set[int]] = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .meta import CAPACITY_FILE, CAPACITY_SCHEMA_VERSION, read_json_object, refuse_newer, write_json_atomic
+from .meta import CAPACITY_FILE, CAPACITY_SCHEMA_VERSION, read_versioned, write_json_atomic
 
 __all__ = ["CapacityResult", "CapacityStep", "read_capacity", "write_capacity"]
 
@@ -61,12 +61,10 @@ def write_capacity(run_dir: Path, result: CapacityResult) -> None:
 
 def read_capacity(run_dir: Path | str) -> CapacityResult | None:
     """``capacity.json`` of ``run_dir``; ``None`` when the run was not a capacity search."""
-    run_dir = Path(run_dir)  # a str as README shows it, or a Path
-    path = run_dir / CAPACITY_FILE
-    if not path.exists():
+    read = read_versioned(run_dir, CAPACITY_FILE, CAPACITY_SCHEMA_VERSION)
+    if read is None:
         return None
-    data = read_json_object(path)
-    refuse_newer(path, int(data.get("schema", 1) or 1), CAPACITY_SCHEMA_VERSION)
+    data, version = read
     steps = [
         CapacityStep(
             int(s["users"]),
@@ -85,7 +83,7 @@ def read_capacity(run_dir: Path | str) -> CapacityResult | None:
         data.get("highest_users_that_held"),
         data.get("broke_at_users"),
         steps,
-        int(data.get("schema", 1)),
+        version,
         data.get("untrustworthy_at_users"),
         [int(u) for u in data.get("inconclusive_users") or []],
         data.get("stopped"),

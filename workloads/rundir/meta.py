@@ -54,6 +54,7 @@ __all__ = [
     "read_load",
     "read_run_meta",
     "read_summary",
+    "read_versioned",
     "versions",
     "write_json_atomic",
     "write_run_meta",
@@ -142,6 +143,20 @@ def refuse_newer(path: Path, version: int | None, known: int) -> None:
         raise NewerSchema(f"{path}: schema {version} is newer than this tokenstorm reads ({known})")
 
 
+def read_versioned(
+    run_dir: Path | str, name: str, known: int, unversioned: int = 1
+) -> tuple[dict[str, Any], int] | None:
+    """The JSON object of file ``name`` in ``run_dir`` and its schema version (``unversioned`` when it has no
+    ``schema``), a newer one than ``known`` refused (:func:`refuse_newer`); ``None`` when there is no such file."""
+    path = Path(run_dir) / name  # a str as README shows it, or a Path
+    if not path.exists():
+        return None
+    data = read_json_object(path)
+    version = int(data.get("schema", unversioned) or unversioned)
+    refuse_newer(path, version, known)
+    return data, version
+
+
 def read_json_object(path: Path) -> dict[str, Any]:
     """A run directory's JSON file, which must hold an object (one line naming the file if not)."""
     data = json.loads(path.read_text(encoding="utf-8"))
@@ -222,13 +237,11 @@ def write_run_meta(run_dir: Path, meta: RunMeta) -> None:
 
 def read_run_meta(run_dir: Path | str) -> RunMeta | None:
     """``run.json`` of ``run_dir``; ``None`` when there is none."""
-    run_dir = Path(run_dir)  # a str as README shows it, or a Path
-    path = run_dir / RUN_FILE
-    if not path.exists():
+    read = read_versioned(run_dir, RUN_FILE, RUN_SCHEMA_VERSION)
+    if read is None:
         return None
-    known, extra = _split(RunMeta, read_json_object(path))
+    known, extra = _split(RunMeta, read[0])
     known.setdefault("status", "unknown")  # a hand-made run.json: not known to be still running
-    refuse_newer(path, int(known.get("schema", 1) or 1), RUN_SCHEMA_VERSION)
     return RunMeta(**known, extra=extra)
 
 
@@ -308,13 +321,8 @@ def write_summary(run_dir: Path, doc: dict[str, Any]) -> Path:
 
 def read_summary(run_dir: Path | str) -> dict[str, Any] | None:
     """``summary.json`` of ``run_dir`` (any version); ``None`` when the report was never built."""
-    run_dir = Path(run_dir)  # a str as README shows it, or a Path
-    path = run_dir / SUMMARY_FILE
-    if not path.exists():
-        return None
-    data = read_json_object(path)
-    refuse_newer(path, int(data.get("schema", 0) or 0), SUMMARY_SCHEMA_VERSION)
-    return data
+    read = read_versioned(run_dir, SUMMARY_FILE, SUMMARY_SCHEMA_VERSION, unversioned=0)
+    return None if read is None else read[0]
 
 
 def versions() -> dict[str, str]:

@@ -7,12 +7,11 @@ read by ``reports``. Readers accept every earlier ``schema`` and ignore keys a n
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .meta import refuse_newer, write_json_atomic
+from .meta import read_versioned, write_json_atomic
 
 __all__ = [
     "SWEEP_FILE",
@@ -211,15 +210,10 @@ def _optional_float(value: Any) -> float | None:
 
 def read_sweep(run_dir: Path | str) -> SweepResult | None:
     """``sweep.json`` of ``run_dir``; ``None`` when the run was not a sweep."""
-    run_dir = Path(run_dir)  # a str as README shows it, or a Path
-    path = run_dir / SWEEP_FILE
-    if not path.exists():
+    read = read_versioned(run_dir, SWEEP_FILE, SWEEP_SCHEMA_VERSION)
+    if read is None:
         return None
-    data = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object")
-    version = int(data.get("schema", 1) or 1)
-    refuse_newer(path, version, SWEEP_SCHEMA_VERSION)
+    data, version = read
     return SweepResult(
         level_time_s=float(data.get("level_time_s") or 0.0),
         levels=[_level(level) for level in data.get("levels") or []],
