@@ -6,11 +6,9 @@ ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 WORKDIR /app
 COPY pyproject.toml setup.py README.md ./
 COPY tokenstorm ./tokenstorm
-COPY workloads ./workloads
-COPY emulator ./emulator
-COPY monitors ./monitors
-COPY reports ./reports
 COPY locustfiles ./locustfiles
+COPY slo ./slo
+COPY traces ./traces
 RUN pip install --no-cache-dir . && useradd --create-home tokenstorm && mkdir -p /runs && chown tokenstorm /runs
 USER tokenstorm
 EXPOSE 8089 5557 9400

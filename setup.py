@@ -11,8 +11,8 @@ list is found here, with the same patterns.
 
 from setuptools import find_namespace_packages, setup
 
-#: the import packages of the wheel; every folder under them is one (templates and data included)
-PACKAGES = ["tokenstorm", "workloads", "emulator", "monitors", "reports"]
+#: the wheel's one import package; every folder under it is a package (templates and data included)
+PACKAGES = ["tokenstorm"]
 #: folders of the checkout the wheel holds inside the tokenstorm package: name there -> folder here
 BUNDLED = {"tokenstorm.locustfiles": "locustfiles", "tokenstorm.slo": "slo", "tokenstorm.traces": "traces"}
 

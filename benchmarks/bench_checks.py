@@ -1,7 +1,7 @@
 """What answer checks cost the event loop: a 1 ms timer's lateness while a greenlet checks long answers, the
 checks run inline (in the loop), in a native thread (the interpreter lock is not handed back inside one long
 regular expression or ``ast.parse``), or in the checks' own process as ``send()`` runs them
-(:class:`~workloads.traffic.checks.worker.CheckProcess`), side by side in one gevent-patched process.
+(:class:`~tokenstorm.workloads.traffic.checks.worker.CheckProcess`), side by side in one gevent-patched process.
 
     .venv/bin/python benchmarks/bench_checks.py [--words 4096] [--answers 200] [--repeat 3]
 
@@ -28,10 +28,10 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from workloads.traffic.checks import Reply, judge  # noqa: E402
-from workloads.traffic.checks.code import code_language, python_parses  # noqa: E402
-from workloads.traffic.checks.text import complete, repetition, script  # noqa: E402
-from workloads.traffic.checks.worker import CheckProcess  # noqa: E402
+from tokenstorm.workloads.traffic.checks import Reply, judge  # noqa: E402
+from tokenstorm.workloads.traffic.checks.code import code_language, python_parses  # noqa: E402
+from tokenstorm.workloads.traffic.checks.text import complete, repetition, script  # noqa: E402
+from tokenstorm.workloads.traffic.checks.worker import CheckProcess  # noqa: E402
 
 _WORDS = [
     "the",

@@ -34,12 +34,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import gevent
 
-from emulator import EmulatorProcess
 from tests.wire import capture_unavailable
 from tests.wire.capture import Capture
 from tests.wire.compare import event_errors
-from workloads.client import CompletionRequest, LlmClient
-from workloads.rundir import RequestRecord
+from tokenstorm.emulator import EmulatorProcess
+from tokenstorm.workloads.client import CompletionRequest, LlmClient
+from tokenstorm.workloads.rundir import RequestRecord
 
 
 def _blast_server(port_q: multiprocessing.Queue, tokens: int, pace_s: float | None = None) -> None:  # type: ignore[type-arg]
@@ -122,7 +122,7 @@ def bench_events(users: int, tokens: int, seconds: float, pace_s: float | None =
         client.close()
 
     reads = {"n": 0}
-    from workloads.client.http import HttpConnection
+    from tokenstorm.workloads.client.http import HttpConnection
 
     real_read = HttpConnection.read_into
 

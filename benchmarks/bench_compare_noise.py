@@ -30,10 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from reports.compare.runs import Comparison, compare_runs  # noqa: E402
-from reports.compare.uncertainty import stat_of_key  # noqa: E402
+from tokenstorm.reports.compare.runs import Comparison, compare_runs  # noqa: E402
+from tokenstorm.reports.compare.uncertainty import stat_of_key  # noqa: E402
 
-#: the emulator's defaults (emulator/_config.py: ttft_s 0.25, prefill_s_per_token 0.0001) raised by 50%
+#: the emulator's defaults (tokenstorm/emulator/_config.py: ttft_s 0.25, prefill_s_per_token 0.0001) raised by 50%
 SLOW_TTFT = "--ttft-ms 375 --prefill-us-per-token 150"
 
 

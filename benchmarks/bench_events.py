@@ -38,7 +38,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from emulator import EmulatorProcess  # noqa: E402
+from tokenstorm.emulator import EmulatorProcess  # noqa: E402
 
 VLLM_PYTHON = Path(os.environ.get("TOKENSTORM_VLLM_PYTHON", ROOT / ".venv-vllm" / "bin" / "python"))
 VLLM_BENCH = """

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.wire import capture_unavailable  # noqa: E402 (a script run from anywhere)
 from tests.wire.run import WireRun, captured_run  # noqa: E402
-from workloads.rundir import LATE_EVENT_S, read_load  # noqa: E402
+from tokenstorm.workloads.rundir import LATE_EVENT_S, read_load  # noqa: E402
 
 
 def figures(run: WireRun, neighbours: int) -> dict[str, object]:

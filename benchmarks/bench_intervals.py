@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_intervals.py [--values 20000000] [--session-turns 5]
 
 Draws the values once (lognormal, float64: 160 MB at 20M), then times each call of
-:mod:`reports.judging.intervals` and samples the process's RSS every millisecond while it runs: the peak
+:mod:`tokenstorm.reports.judging.intervals` and samples the process's RSS every millisecond while it runs: the peak
 above the RSS before the call is the call's extra memory. Target (issue #30): no second full copy of the
 values (< 160 MB extra at 20M; the clustered interval's codes, 8 bytes a value, are its own cost).
 ``numpy.percentile`` (which copies) is timed alongside for scale.
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import psutil
 
-from reports.judging import intervals as iv
+from tokenstorm.reports.judging import intervals as iv
 
 MIB = 1 << 20
 

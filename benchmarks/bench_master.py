@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from emulator import EmulatorProcess  # noqa: E402
+from tokenstorm.emulator import EmulatorProcess  # noqa: E402
 
 #: the steady window: from this long after the test starts to a second before its end (records on disk are
 #: pushed every 2 s: both ends lag alike)
@@ -54,7 +54,7 @@ def _free_port() -> int:
 
 
 def _records(runs: Path) -> int:
-    from workloads.rundir import iter_batches
+    from tokenstorm.workloads.rundir import iter_batches
 
     dirs = [d for d in runs.iterdir() if d.is_dir()]
     if not dirs:

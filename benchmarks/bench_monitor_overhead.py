@@ -27,7 +27,7 @@ def main() -> None:
     args = p.parse_args()
     if args.fake:
         sys.path.insert(0, os.path.join(ROOT, "tests", "fakes"))
-    from monitors import NvmlSampler, ServerSample, parse_vllm_metrics  # noqa: F401
+    from tokenstorm.monitors import NvmlSampler, ServerSample, parse_vllm_metrics  # noqa: F401
 
     sampler = NvmlSampler(pcie_every=args.pcie_every)
     sampler.sample()  # warm-up

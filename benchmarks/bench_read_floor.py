@@ -9,7 +9,7 @@ would): ``streams x rate`` events a second. The reader (core 0) reads them with
 
 * ``gevent-recv``: a greenlet per stream, gevent's socket ``recv_into`` (it reads first and waits on EAGAIN);
 * ``gevent-wait-first``: a greenlet per stream waiting on its connection's own watcher, then one ``recvmsg``
-  with the kernel's receive stamp (``SO_TIMESTAMPNS``) — the worker's read (``workloads/client/http.py``);
+  with the kernel's receive stamp (``SO_TIMESTAMPNS``) — the worker's read (``tokenstorm/workloads/client/http.py``);
 * ``epoll-one-reader``: one greenlet reading every ready stream per wake-up (``select.epoll``);
 * ``asyncio-protocol``: asyncio's ``data_received`` callbacks — what aiohttp, and so ``vllm bench serve``'s
   client, sits on.

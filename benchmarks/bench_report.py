@@ -33,8 +33,8 @@ def write_segments(path: Path, n: int, itl_n: int, per_segment: int = 100_000) -
     """Format-2 segments, written with the writer's own Parquet settings; returns the duration."""
     import pyarrow as pa
 
-    from workloads.rundir import SEGMENTS_DIR
-    from workloads.rundir.segments import SCHEMA, filled_columns, write_parquet_segment
+    from tokenstorm.workloads.rundir import SEGMENTS_DIR
+    from tokenstorm.workloads.rundir.segments import SCHEMA, filled_columns, write_parquet_segment
 
     rng = np.random.default_rng(0)
     directory = path / SEGMENTS_DIR
@@ -161,7 +161,7 @@ def main() -> None:
         pa.set_cpu_count(1)
         pa.set_io_thread_count(1)
         sys.path.insert(0, str(ROOT))
-        from reports import build_report
+        from tokenstorm.reports import build_report
 
         t0 = time.perf_counter()
         result = build_report(args.child)

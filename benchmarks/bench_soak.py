@@ -42,7 +42,7 @@ def _tree(pid: int) -> dict[str, float]:
             rss = p.memory_info().rss / 2**20
         except psutil.Error:
             continue
-        role = ("emulator" if "-m emulator" in cmd else "monitor" if "monitors" in cmd
+        role = ("emulator" if "-m tokenstorm.emulator" in cmd else "monitor" if "monitors" in cmd
                 else "compactor" if "rundir.segments" in cmd
                 else "master" if p.pid == pid else f"worker{n}")  # fmt: skip
         out[role] = rss
@@ -51,7 +51,7 @@ def _tree(pid: int) -> dict[str, float]:
 
 def _records(runs: Path) -> tuple[int, int]:
     """(bytes on disk, records) of the run's request records so far, whatever their format."""
-    from workloads.rundir import SEGMENTS_DIR, iter_batches
+    from tokenstorm.workloads.rundir import SEGMENTS_DIR, iter_batches
 
     dirs = [d for d in runs.glob("*") if d.is_dir()]
     if not dirs:

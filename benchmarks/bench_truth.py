@@ -52,7 +52,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from workloads.rundir import RequestRecord, read_records  # noqa: E402 (a script run from anywhere)
+from tokenstorm.workloads.rundir import RequestRecord, read_records  # noqa: E402 (a script run from anywhere)
 
 HISTOGRAMS = {
     "ttft": "vllm:time_to_first_token_seconds",

@@ -8,7 +8,7 @@ mkdir -p "$out"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 nvidia-smi -L
 python3 benchmarks/bench_monitor_overhead.py --samples 50 2>&1 | tee "$out/overhead.txt"
-python3 -m monitors gpu --interval 1 --out "$out/gpu.jsonl" --port 9400 --duration 40 >"$out/sidecar.log" 2>&1 &
+python3 -m tokenstorm.monitors gpu --interval 1 --out "$out/gpu.jsonl" --port 9400 --duration 40 >"$out/sidecar.log" 2>&1 &
 sidecar=$!
 sleep 8
 python3 - <<'PY'

@@ -11,8 +11,8 @@ The server must call tools: vLLM with --enable-auto-tool-choice --tool-call-pars
 for tool_choice auto/required, and --enable-prompt-tokens-details for cached_tokens on every record.
 """
 
-from workloads.plugin import install
-from workloads.plugin.users.workload import AgentUser
+from tokenstorm.workloads.plugin import install
+from tokenstorm.workloads.plugin.users.workload import AgentUser
 
 install()
 

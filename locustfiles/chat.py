@@ -4,7 +4,7 @@ locust -f locustfiles/chat.py                  # web UI; no --host: built-in emu
 locust -f locustfiles/chat.py --headless -u 10 -r 2 -t 5m --host http://gpu:8000 --slo slo.yaml
 """
 
-from workloads.plugin import ChatUser, install
+from tokenstorm.workloads.plugin import ChatUser, install
 
 install()
 

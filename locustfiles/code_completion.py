@@ -4,7 +4,7 @@ locust -f locustfiles/code_completion.py                  # web UI; no --host: b
 locust -f locustfiles/code_completion.py --headless -u 10 -r 2 -t 5m --host http://gpu:8000 --slo slo.yaml
 """
 
-from workloads.plugin import CodeUser, install
+from tokenstorm.workloads.plugin import CodeUser, install
 
 install()
 

@@ -4,7 +4,7 @@ locust -f locustfiles/contract.py                  # web UI; no --host: built-in
 locust -f locustfiles/contract.py --headless -u 10 -r 2 -t 5m --host http://gpu:8000 --slo slo.yaml
 """
 
-from workloads.plugin import ContractUser, install
+from tokenstorm.workloads.plugin import ContractUser, install
 
 install()
 

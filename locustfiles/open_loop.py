@@ -8,7 +8,7 @@ says how late the client sent it against its schedule (coordinated omission made
 Distributed runs: --arrival-rate is the run's total; the workers share one schedule, re-split when one is lost.
 """
 
-from workloads.plugin import OpenLoopUser, install
+from tokenstorm.workloads.plugin import OpenLoopUser, install
 
 install()
 

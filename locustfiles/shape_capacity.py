@@ -8,6 +8,6 @@ error rate), stops at the first step that breaks and writes RUN_DIR/capacity.jso
 highest load that held.
 """
 
-from workloads.plugin import CapacitySearchShape
+from tokenstorm.workloads.plugin import CapacitySearchShape
 
 __all__ = ["CapacitySearchShape"]

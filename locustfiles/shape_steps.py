@@ -3,6 +3,6 @@
 locust -f locustfiles/mixed.py,locustfiles/shape_steps.py --headless --steps 8x60,16x60,32x120
 """
 
-from workloads.plugin import StepShape
+from tokenstorm.workloads.plugin import StepShape
 
 __all__ = ["StepShape"]

@@ -9,6 +9,6 @@ output tokens/s, TTFT/ITL/E2E percentiles per workload) and its SLO verdict, run
 writes RUN_DIR/sweep.json with the goodput knee: the highest level whose achieved load met every SLO.
 """
 
-from workloads.plugin import SweepShape
+from tokenstorm.workloads.plugin import SweepShape
 
 __all__ = ["SweepShape"]

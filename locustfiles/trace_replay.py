@@ -10,8 +10,8 @@ where their hash ids are (a shared prefix), asking for output_length tokens (ign
 ends when the last reply is in, or at -t. SLOs name the workload "trace".
 """
 
-from workloads.plugin import install
-from workloads.plugin.shapes.trace import TraceUser, install_trace
+from tokenstorm.workloads.plugin import install
+from tokenstorm.workloads.plugin.shapes.trace import TraceUser, install_trace
 
 install_trace()
 install()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from workloads.rundir import read_records
+from tokenstorm.workloads.rundir import read_records
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCUST = [sys.executable, "-m", "locust"]
@@ -85,7 +85,7 @@ def locust_runner(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 def make_run_dir(path: Path, records: list[dict], meta: dict | None = None) -> Path:
     """Write a run directory by hand (constructed data with known answers)."""
-    from workloads.rundir import RequestRecord
+    from tokenstorm.workloads.rundir import RequestRecord
 
     path.mkdir(parents=True, exist_ok=True)
     with (path / "requests.jsonl").open("w") as fh:

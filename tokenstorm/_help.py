@@ -1,5 +1,5 @@
 """``tokenstorm --help`` and ``tokenstorm run --help``: every tokenstorm option by topic, with its help and
-default, from the one table that declares them (``workloads.plugin.core.flags.TOPICS``).
+default, from the one table that declares them (``tokenstorm.workloads.plugin.core.flags.TOPICS``).
 
 ``locust -f locustfiles/mixed.py --help`` cannot show them: Locust prints its help before it loads the
 locustfile that adds them. ``run --help`` prints Locust's own options after tokenstorm's, with the
@@ -13,7 +13,7 @@ import shutil
 import textwrap
 from typing import Any
 
-from workloads.plugin.core.flags import TOPICS, Flag
+from tokenstorm.workloads.plugin.core.flags import TOPICS, Flag
 
 from ._locustfiles import bundled, describe
 
@@ -23,11 +23,11 @@ _COMMANDS = """\
 commands:
   run NAME_OR_PATH [OPTIONS...]  a load test with Locust: a bundled locustfile or your own; every option after it
                                  goes to Locust (tokenstorm run --help lists Locust's and tokenstorm's)
-  report [RUN_DIR] [OPTIONS...]  rebuild a run's report.html, junit.xml and summary.json (python -m reports build);
-                                 no RUN_DIR: the newest run under ./runs/
+  report [RUN_DIR] [OPTIONS...]  rebuild a run's report.html, junit.xml and summary.json
+                                 (python -m tokenstorm.reports build); no RUN_DIR: the newest run under ./runs/
   compare RUN [RUN...]           compare runs side by side: run directories, vllm bench serve or GuideLLM
-                                 result files (python -m reports compare)
-  emulator [OPTIONS...]          the built-in SIMULATED vLLM server (python -m emulator)
+                                 result files (python -m tokenstorm.reports compare)
+  emulator [OPTIONS...]          the built-in SIMULATED vLLM server (python -m tokenstorm.emulator)
   examples DIR [--force]         copy the example SLO files and trace sample into DIR, each with a command using it
 """
 

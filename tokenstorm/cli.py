@@ -1,5 +1,6 @@
 """``tokenstorm COMMAND ...``: one command for what a checkout runs as ``locust -f locustfiles/NAME.py``,
-``python -m reports build|compare`` and ``python -m emulator``, and for the example files it ships.
+``python -m tokenstorm.reports build|compare`` and ``python -m tokenstorm.emulator``, and for the example files it
+ships.
 
 ``tokenstorm run NAME_OR_PATH ARGS...`` is ``locust -f FILE ARGS...`` with ``FILE`` a bundled locustfile
 (or the path given), run by Locust in this process: its exit codes (0/1/3/4/5/6), its Ctrl-C handling and
@@ -76,7 +77,7 @@ def _run_locust(argv: list[str]) -> int:
 
 #: where ``tokenstorm run`` writes its run directories by default (``--run-dir``), relative to where it runs
 RUNS_DIR = Path("runs")
-#: ``python -m reports``' subcommands as tokenstorm names them (its help and errors say these)
+#: ``python -m tokenstorm.reports``' subcommands as tokenstorm names them (its help and errors say these)
 _REPORTS_NAMES = {"build": "report", "compare": "compare"}
 #: ``reports build``'s options that take a value (the run directory is the one argument that is none of them)
 _BUILD_VALUE_OPTIONS = ("--slo", "--gpu-cost-per-hour")
@@ -85,7 +86,7 @@ _BUILD_VALUE_OPTIONS = ("--slo", "--gpu-cost-per-hour")
 def newest_run(root: Path = RUNS_DIR) -> Path:
     """The run directory under ``root`` that started last (run.json's start, else the folder's time).
     Raises :class:`UsageError` when there is none."""
-    from workloads.rundir import RUN_FILE, read_run_meta
+    from tokenstorm.workloads.rundir import RUN_FILE, read_run_meta
 
     runs = [p for p in root.iterdir() if (p / RUN_FILE).is_file()] if root.is_dir() else []
     if not runs:
@@ -116,7 +117,7 @@ def _names_a_run(args: list[str]) -> bool:
 
 
 def _reports(command: str, args: list[str]) -> int:
-    from reports.__main__ import main as reports_main
+    from tokenstorm.reports.__main__ import main as reports_main
 
     return reports_main([command, *args], prog="tokenstorm", names=_REPORTS_NAMES)
 
@@ -134,7 +135,7 @@ def _compare(args: list[str]) -> int:
 
 
 def _emulator(args: list[str]) -> int:
-    from emulator.__main__ import main as emulator_main
+    from tokenstorm.emulator.__main__ import main as emulator_main
 
     emulator_main(args, prog="tokenstorm emulator")
     return 0

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from emulator import EmulatorProcess
+from tokenstorm.emulator import EmulatorProcess
 
 from .conftest import scrape
 

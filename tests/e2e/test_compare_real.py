@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from reports import compare_runs
 from tests.conftest import run_locust
+from tokenstorm.reports import compare_runs
 
 pytestmark = pytest.mark.e2e
 

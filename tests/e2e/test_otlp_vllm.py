@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reports import load_run
 from tests.conftest import free_port, run_locust
-from workloads.rundir import SPANS_FILE
+from tokenstorm.reports import load_run
+from tokenstorm.workloads.rundir import SPANS_FILE
 
 from .conftest import serve_vllm
 

@@ -9,7 +9,7 @@ Against the same server, after a warm-up:
 * a quiet run (no neighbours) gives the residuals' baseline;
 * the contended run, made with ``--timing-source auto``, ends 0 or 1, its latency judged on vLLM's own timing,
   and the console, summary.json, JUnit and the report say so (never as what users saw);
-* the same records judged with the default (``--timing-source client``, rebuilt by ``python -m reports
+* the same records judged with the default (``--timing-source client``, rebuilt by ``python -m tokenstorm.reports
   build``, which reads the run's options from run.json) are ``unreliable`` (exit 5), and their residuals — the
   overhead outside vLLM's engine per record (TTFT − queue − server TTFT) — never contradict the flags: where the
   client flagged its first token late they are larger (the server's clock agrees) or within the on-time ones'
@@ -37,9 +37,9 @@ from typing import Any
 import psutil
 import pytest
 
-from reports.judging.formats import ms
 from tests.conftest import run_locust
 from tests.wire.procs import BusyNeighbours, two_cpus
+from tokenstorm.reports.judging.formats import ms
 
 pytestmark = pytest.mark.e2e
 
@@ -148,7 +148,7 @@ def test_a_starved_client_is_unreliable_seen_by_the_server_and_judged_on_its_tim
     meta["options"]["timing_source"] = "client"
     (default / "run.json").write_text(json.dumps(meta))
     build = subprocess.run(
-        [sys.executable, "-m", "reports", "build", str(default)], capture_output=True, text=True, timeout=180
+        [sys.executable, "-m", "tokenstorm.reports", "build", str(default)], capture_output=True, text=True, timeout=180
     )
     assert build.returncode == 5, build.stdout[-2000:] + build.stderr[-2000:]
     assert json.loads((default / "summary.json").read_text())["verdict"] == "unreliable"

@@ -78,7 +78,7 @@ def test_headless_chat_run_against_real_vllm(vllm_server: str, locust_runner) ->
 
 
 def test_scraper_reads_real_vllm_metrics(vllm_server: str) -> None:
-    from monitors import ServerMetricsScraper
+    from tokenstorm.monitors import ServerMetricsScraper
 
     sample = ServerMetricsScraper(vllm_server).scrape()
     assert sample.running is not None and sample.waiting is not None

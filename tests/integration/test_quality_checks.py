@@ -11,10 +11,10 @@ import math
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from emulator import EmulatorProcess
 from tests.conftest import run_locust
-from workloads.client.probes import PROBE_ID_PREFIX
-from workloads.traffic.checks import NOT_JUDGED_STOPPED
+from tokenstorm.emulator import EmulatorProcess
+from tokenstorm.workloads.client.probes import PROBE_ID_PREFIX
+from tokenstorm.workloads.traffic.checks import NOT_JUDGED_STOPPED
 
 #: knob -> the check it must fail, and its rate in the run
 KNOBS = {"needle": ("needle", 0.2), "cjk": ("code_language", 0.1), "syntax": ("python_parses", 0.25),
@@ -110,7 +110,7 @@ def test_long_answers_are_judged_in_the_checks_own_process_as_the_emulator_answe
     def watch() -> None:  # the checks' process, a child of the load generator, while the run goes
         while not stop.is_set():
             for p in psutil.process_iter(["cmdline"]):
-                if "workloads.traffic.checks.worker" in " ".join(p.info["cmdline"] or ()):
+                if "tokenstorm.workloads.traffic.checks.worker" in " ".join(p.info["cmdline"] or ()):
                     seen.add(str(p.pid))
             stop.wait(0.5)
 

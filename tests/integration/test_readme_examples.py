@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from workloads.rundir import read_records
+from tokenstorm.workloads.rundir import read_records
 
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("readme_examples", ROOT / "scripts" / "readme_examples.py")

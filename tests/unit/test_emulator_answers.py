@@ -11,19 +11,19 @@ from typing import Any
 
 import pytest
 
-from emulator import EmulatorConfig, check_args
-from emulator._answers import Answered, answer_for, token_text
-from emulator._args import parse_args
-from emulator._payloads import Plan, prompt_text, prompt_tokens_of
-from emulator._tools import tool_mode
-from emulator._wrong import draw_wrong
-from workloads.client import CompletionRequest
-from workloads.client.client import Answer
-from workloads.traffic import MODELS, default_settings
-from workloads.traffic.checks import CHECK_NAMES, Reply, judge
-from workloads.traffic.checks.code import fenced_python
-from workloads.traffic.checks.text import complete, repetition, script_of
-from workloads.traffic.tokens import TokenCounter
+from tokenstorm.emulator import EmulatorConfig, check_args
+from tokenstorm.emulator._answers import Answered, answer_for, token_text
+from tokenstorm.emulator._args import parse_args
+from tokenstorm.emulator._payloads import Plan, prompt_text, prompt_tokens_of
+from tokenstorm.emulator._tools import tool_mode
+from tokenstorm.emulator._wrong import draw_wrong
+from tokenstorm.workloads.client import CompletionRequest
+from tokenstorm.workloads.client.client import Answer
+from tokenstorm.workloads.traffic import MODELS, default_settings
+from tokenstorm.workloads.traffic.checks import CHECK_NAMES, Reply, judge
+from tokenstorm.workloads.traffic.checks.code import fenced_python
+from tokenstorm.workloads.traffic.checks.text import complete, repetition, script_of
+from tokenstorm.workloads.traffic.tokens import TokenCounter
 
 #: sessions of each traffic model answered per test (chat and agent sessions are several requests each)
 SESSIONS = {"contract": 24, "code": 60, "chat": 12, "agent": 8}

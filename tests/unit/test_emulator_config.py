@@ -1,11 +1,11 @@
-"""``emulator.check_args``: bad emulator arguments are one line that says what to fix, good ones pass."""
+"""``tokenstorm.emulator.check_args``: bad emulator arguments are one line that says what to fix, good ones pass."""
 
 from __future__ import annotations
 
 import pytest
 
-from emulator import FAULT_KINDS, EmulatorConfig, check_args
-from emulator._args import parse_args
+from tokenstorm.emulator import FAULT_KINDS, EmulatorConfig, check_args
+from tokenstorm.emulator._args import parse_args
 
 
 @pytest.mark.parametrize(
@@ -48,7 +48,7 @@ def test_arguments_the_emulator_runs_with_are_fine(args: list[str]) -> None:
         (["--fault", "drop=-0.1"], "--fault drop=-0.1: probability must be in [0, 1]"),
         (["--fault", "drop=often"], "--fault drop=often: probability must be a number, e.g. drop=0.05"),
         (["--ttft-ms", "5", "300"], "'300': unexpected argument (every setting is a --flag VALUE)"),
-        (["--help"], "--help: not a setting here (see python -m emulator --help)"),
+        (["--help"], "--help: not a setting here (see python -m tokenstorm.emulator --help)"),
         (
             ["--truth-log", "/no/such/dir/t.jsonl"],
             "--truth-log /no/such/dir/t.jsonl: no folder '/no/such/dir' to write it in",

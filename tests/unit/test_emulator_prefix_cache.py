@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import random
 
-from emulator._payloads import estimate_prompt_tokens, prompt_text
-from emulator._prefix_cache import PrefixCache
+from tokenstorm.emulator._payloads import estimate_prompt_tokens, prompt_text
+from tokenstorm.emulator._prefix_cache import PrefixCache
 
 BLOCK = 16
 STEP = 4 * BLOCK  # bytes per block

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from emulator import EmulatorConfig, check_args
-from emulator._tools import ToolRequestError, plan_tool_call, tool_delta, tool_mode
+from tokenstorm.emulator import EmulatorConfig, check_args
+from tokenstorm.emulator._tools import ToolRequestError, plan_tool_call, tool_delta, tool_mode
 
 READ_FILE = {
     "type": "function",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from emulator._truth import Truth, per_request_metrics, trace_id_of
+from tokenstorm.emulator._truth import Truth, per_request_metrics, trace_id_of
 
 
 def test_the_metrics_are_the_truths_parts_in_milliseconds_as_vllm_names_them() -> None:

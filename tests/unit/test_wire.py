@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from tests.wire import event_errors, exchanges, read_packets, tcp_connections
-from workloads.rundir import RequestRecord
+from tokenstorm.workloads.rundir import RequestRecord
 
 CLIENT, SERVER = ("127.0.0.1", 40000), ("127.0.0.1", 8000)
 SYN, ACK, PSH = 0x02, 0x10, 0x08

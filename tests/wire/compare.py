@@ -2,7 +2,7 @@
 
 A record keeps TTFT and one ITL gap per output token after the first, so its token events sit at
 ``ttft_s`` and then ``ttft_s`` + the running sum of the gaps (an event carrying k tokens accounts
-for k gaps, the first event's extra tokens for zero-length ones: ``workloads.client.timing``).
+for k gaps, the first event's extra tokens for zero-length ones: ``tokenstorm.workloads.client.timing``).
 
 Two errors per record:
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from workloads.rundir import RequestRecord
+from tokenstorm.workloads.rundir import RequestRecord
 
 from .exchanges import WireExchange
 

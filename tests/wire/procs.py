@@ -50,10 +50,10 @@ def stop_process(proc: subprocess.Popen[bytes] | subprocess.Popen[str], grace_s:
 
 
 class PinnedEmulator:
-    """``python -m emulator`` on one core (``cpu``; None: anywhere); ``url`` and ``port`` once started."""
+    """``python -m tokenstorm.emulator`` on one core (``cpu``; None: anywhere); ``url`` and ``port`` once started."""
 
     def __init__(self, *args: str, cpu: int | None = None, timeout_s: float = 20.0) -> None:
-        cmd = [sys.executable, "-m", "emulator", "--port", "0", "--exit-with-stdin", *args]
+        cmd = [sys.executable, "-m", "tokenstorm.emulator", "--port", "0", "--exit-with-stdin", *args]
         env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop)
         self._proc = subprocess.Popen(pinned(cmd, cpu) if cpu is not None else cmd, stdin=subprocess.PIPE,

@@ -13,7 +13,7 @@ from contextlib import ExitStack, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from workloads.rundir import SUMMARY_FILE, RequestRecord, read_records
+from tokenstorm.workloads.rundir import SUMMARY_FILE, RequestRecord, read_records
 
 from .capture import Capture, pinned
 from .compare import EventErrors, event_errors

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from emulator import FAULT_KINDS, EmulatorProcess
-from workloads.client import CompletionRequest, LlmClient
-from workloads.rundir import SUMMARY_FILE, ErrorCategory
+from tokenstorm.emulator import FAULT_KINDS, EmulatorProcess
+from tokenstorm.workloads.client import CompletionRequest, LlmClient
+from tokenstorm.workloads.rundir import SUMMARY_FILE, ErrorCategory
 
 APIS = ("messages", "responses")
 #: the category of each fault, as tests/integration/client/test_faults.py and test_oversized.py hold chat to it

@@ -8,8 +8,8 @@ import urllib.request
 
 import pytest
 
-from emulator import EmulatorProcess
-from workloads.client import CompletionRequest, LlmClient
+from tokenstorm.emulator import EmulatorProcess
+from tokenstorm.workloads.client import CompletionRequest, LlmClient
 
 
 def test_headless_run_measures_imposed_ttft_and_itl(locust_runner) -> None:  # type: ignore[no-untyped-def]

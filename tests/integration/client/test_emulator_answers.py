@@ -13,12 +13,12 @@ import urllib.request
 from dataclasses import replace
 from typing import Any
 
-from emulator import EmulatorProcess
-from workloads.client import LlmClient
-from workloads.traffic import MODELS, default_settings
-from workloads.traffic.checks import check_record
-from workloads.traffic.lengths import LengthDist
-from workloads.traffic.tokens import TokenCounter
+from tokenstorm.emulator import EmulatorProcess
+from tokenstorm.workloads.client import LlmClient
+from tokenstorm.workloads.traffic import MODELS, default_settings
+from tokenstorm.workloads.traffic.checks import check_record
+from tokenstorm.workloads.traffic.lengths import LengthDist
+from tokenstorm.workloads.traffic.tokens import TokenCounter
 
 FAST = ("--ttft-ms", "1", "--itl-ms", "0")
 

@@ -12,9 +12,9 @@ import urllib.request
 
 import pytest
 
-import emulator._launcher
-from emulator import EmulatorProcess
+import tokenstorm.emulator._launcher
 from tests.conftest import ROOT
+from tokenstorm.emulator import EmulatorProcess
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 REQUESTS = 24
@@ -31,17 +31,19 @@ REQUESTS = 24
     ],
 )
 def test_python_m_emulator_with_bad_arguments_prints_one_line_and_exits_2(args: list[str], line: str) -> None:
-    proc = subprocess.run([sys.executable, "-m", "emulator", *args], input="", capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "tokenstorm.emulator", *args], input="", capture_output=True,
+        text=True,
                           env=ENV, timeout=30)  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     assert proc.stdout == ""
     assert len(proc.stderr.splitlines()) == 1, proc.stderr
-    assert proc.stderr.startswith(f"python -m emulator: {line}"), proc.stderr
+    assert proc.stderr.startswith(f"python -m tokenstorm.emulator: {line}"), proc.stderr
     assert "Traceback" not in proc.stderr and "usage:" not in proc.stderr
 
 
 def test_help_still_prints_the_usage_and_exits_0() -> None:
-    proc = subprocess.run([sys.executable, "-m", "emulator", "--help"], capture_output=True, text=True, env=ENV,
+    proc = subprocess.run([sys.executable, "-m", "tokenstorm.emulator", "--help"], capture_output=True, text=True,
+        env=ENV,
                           timeout=30)  # fmt: skip
     assert proc.returncode == 0 and "--itl-ms" in proc.stdout and "echo_auth" in proc.stdout
 
@@ -52,7 +54,7 @@ def test_emulator_process_with_bad_arguments_raises_the_line_before_starting_any
     def no_process(*_a: object, **_kw: object) -> None:
         raise AssertionError("a process was started")
 
-    monkeypatch.setattr(emulator._launcher.subprocess, "Popen", no_process)
+    monkeypatch.setattr(tokenstorm.emulator._launcher.subprocess, "Popen", no_process)
     with pytest.raises(ValueError, match=r"^--itl-mss: unknown option \(did you mean --itl-ms\?\)$"):
         EmulatorProcess("--itl-mss", "5")
 
@@ -94,7 +96,7 @@ def test_each_start_without_seed_draws_other_faults_and_the_seed_it_says_replays
 
 
 def test_the_seed_drawn_is_on_the_startup_line_on_stderr() -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "emulator", "--port", "0", "--exit-with-stdin"],
+    proc = subprocess.Popen([sys.executable, "-m", "tokenstorm.emulator", "--port", "0", "--exit-with-stdin"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=ENV)  # fmt: skip
     try:

@@ -13,7 +13,7 @@ import struct
 import time
 import urllib.request
 
-from emulator import EmulatorProcess
+from tokenstorm.emulator import EmulatorProcess
 
 STREAMS = 40
 MAX_TOKENS = 1000

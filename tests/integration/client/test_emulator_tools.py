@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from emulator import EmulatorProcess
-from workloads.client import CompletionRequest, LlmClient
+from tokenstorm.emulator import EmulatorProcess
+from tokenstorm.workloads.client import CompletionRequest, LlmClient
 
 SEARCH = {
     "type": "function",

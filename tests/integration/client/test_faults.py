@@ -6,9 +6,9 @@ import collections
 
 import pytest
 
-from emulator import EmulatorProcess
-from workloads.client import CompletionRequest, LlmClient
-from workloads.rundir import ErrorCategory
+from tokenstorm.emulator import EmulatorProcess
+from tokenstorm.workloads.client import CompletionRequest, LlmClient
+from tokenstorm.workloads.rundir import ErrorCategory
 
 EXPECTED = {
     "429": ErrorCategory.RATE_LIMITED,

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from emulator import EmulatorProcess
-from workloads.client import CompletionRequest, LlmClient
-from workloads.client.limits import MIN_BYTES, TOKEN_FACTOR
-from workloads.rundir import ErrorCategory
+from tokenstorm.emulator import EmulatorProcess
+from tokenstorm.workloads.client import CompletionRequest, LlmClient
+from tokenstorm.workloads.client.limits import MIN_BYTES, TOKEN_FACTOR
+from tokenstorm.workloads.rundir import ErrorCategory
 
 MAX_TOKENS = 500
 _STATUS = Path("/proc/self/status")

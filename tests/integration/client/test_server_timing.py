@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 import pytest
 
-from emulator import EmulatorProcess
-from workloads import RequestRecord
-from workloads.client import CompletionRequest, LlmClient
+from tokenstorm.emulator import EmulatorProcess
+from tokenstorm.workloads import RequestRecord
+from tokenstorm.workloads.client import CompletionRequest, LlmClient
 
 #: record field → the emulator's truth of it (seconds)
 PARTS = {"server_queue_s": "queue_s", "server_ttft_s": "server_ttft_s", "server_decode_s": "decode_s",

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from emulator import EmulatorProcess
-from workloads.client import CompletionRequest, LlmClient
+from tokenstorm.emulator import EmulatorProcess
+from tokenstorm.workloads.client import CompletionRequest, LlmClient
 
 TOKENS = 10
 ITL_S = 0.1

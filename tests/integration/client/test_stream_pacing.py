@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from emulator import EmulatorProcess
+from tokenstorm.emulator import EmulatorProcess
 
 
 def test_streams_at_two_ms_per_token_are_not_bunched(locust_runner) -> None:  # type: ignore[no-untyped-def]

@@ -17,7 +17,7 @@ import pytest
 from tests.wire import capture_unavailable
 from tests.wire import two_cpus as _two_cpus
 from tests.wire.run import captured_run
-from workloads.rundir import EXIT_CODES, FIDELITY_MAX_LATE_SHARE, FIDELITY_MAX_TTFT_LATE_SHARE, LATE_EVENT_S
+from tokenstorm.workloads.rundir import EXIT_CODES, FIDELITY_MAX_LATE_SHARE, FIDELITY_MAX_TTFT_LATE_SHARE, LATE_EVENT_S
 
 _UNAVAILABLE = capture_unavailable()
 pytestmark = pytest.mark.skipif(_UNAVAILABLE is not None, reason=_UNAVAILABLE or "")

@@ -6,15 +6,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from monitors import MonitorProcess
 from tests.small_disk import needs_root, small_disk
+from tokenstorm.monitors import MonitorProcess
 
 __all__ = ["small_disk"]  # the fixture, used by name
 
 
 @needs_root
 def test_a_sample_that_does_not_fit_ends_the_monitor_and_says_where(small_disk: Callable[[int], Path]) -> None:
-    from emulator import EmulatorProcess
+    from tokenstorm.emulator import EmulatorProcess
 
     disk = small_disk(16)
     try:

@@ -7,8 +7,8 @@ import os
 import time
 from pathlib import Path
 
-from emulator import EmulatorProcess
-from monitors import MonitorProcess
+from tokenstorm.emulator import EmulatorProcess
+from tokenstorm.monitors import MonitorProcess
 
 
 def test_monitor_process_scrapes_and_never_shows_the_api_key(tmp_path: Path) -> None:

@@ -23,7 +23,8 @@ FAKES = ROOT / "tests" / "fakes"
 def start_sidecar(out: Path, interval: float = 0.2) -> tuple[subprocess.Popen[str], str]:
     env = {**os.environ, "PYTHONPATH": f"{FAKES}{os.pathsep}{ROOT}"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "monitors", "gpu", "--port", "0", "--interval", str(interval), "--out", str(out)],
+        [sys.executable, "-m", "tokenstorm.monitors", "gpu", "--port", "0", "--interval", str(interval), "--out",
+            str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     assert proc.stdout is not None

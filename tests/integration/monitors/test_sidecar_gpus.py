@@ -9,8 +9,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from monitors import RunMonitor
-from workloads.rundir.gpus import read_gpus
+from tokenstorm.monitors import RunMonitor
+from tokenstorm.workloads.rundir.gpus import read_gpus
 
 from .test_sidecar import FAKES, start_sidecar
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from emulator import EmulatorProcess
 from tests.conftest import ROOT, LocustRun, free_port
-from workloads.rundir import read_records
+from tokenstorm.emulator import EmulatorProcess
+from tokenstorm.workloads.rundir import read_records
 
 STOCK = "--emulator-args=--no-tool-calls --ttft-ms 50 --itl-ms 5"
 LEFT_OUT = "agent sessions left out: the server does not call tools"

@@ -9,9 +9,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from emulator import EmulatorProcess
 from tests.fakes.proxy import RecordingProxy
-from workloads.traffic.models.agent import PROFILES
+from tokenstorm.emulator import EmulatorProcess
+from tokenstorm.workloads.traffic.models.agent import PROFILES
 
 _EMULATOR = ("--ttft-ms", "30", "--itl-ms", "3", "--prefill-us-per-token", "2", "--seed", "7")
 _AGENT = ("--agent-tool-choice", "required", "--agent-steps", "fixed:3", "--agent-prompt-tokens", "uniform:800-1500",

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from tests.conftest import LOCUST, ROOT, free_port
-from workloads.rundir import read_records
-from workloads.traffic.arrivals import arrival_offsets
+from tokenstorm.workloads.rundir import read_records
+from tokenstorm.workloads.traffic.arrivals import arrival_offsets
 
 FAST = "--ttft-ms 5 --itl-ms 1 --prefill-us-per-token 0"
 

@@ -13,8 +13,8 @@ import pytest
 
 from tests.conftest import LocustRun
 from tests.fakes.files import BOM, PNG, RANDOM, first_bad_byte
-from workloads.traffic.models.chat import SYSTEM_PROMPT
-from workloads.traffic.tokens import TokenCounter
+from tokenstorm.workloads.traffic.models.chat import SYSTEM_PROMPT
+from tokenstorm.workloads.traffic.tokens import TokenCounter
 
 RUN = ("-u", "2", "-r", "2", "-t", "3s")
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from emulator import EmulatorProcess
 from tests.conftest import LOCUST, ROOT, run_locust
-from workloads.rundir import read_records
+from tokenstorm.emulator import EmulatorProcess
+from tokenstorm.workloads.rundir import read_records
 
 
 def _refused(tmp_path: Path, *args: str) -> tuple[list[str], str]:

@@ -79,7 +79,7 @@ def test_api_key_is_sent_and_a_wrong_one_fails_fast(locust_runner) -> None:  # t
 def test_emulator_health_endpoint_used_by_the_compose_healthcheck() -> None:
     import urllib.request
 
-    from emulator import EmulatorProcess
+    from tokenstorm.emulator import EmulatorProcess
 
     with EmulatorProcess("--api-key", "k") as emu:  # health needs no key, like vLLM's
         assert urllib.request.urlopen(f"{emu.url}/health", timeout=5).status == 200

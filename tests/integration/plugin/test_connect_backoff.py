@@ -11,8 +11,8 @@ import threading
 import time
 from pathlib import Path
 
-from emulator import EmulatorProcess
 from tests.conftest import free_port, run_locust
+from tokenstorm.emulator import EmulatorProcess
 
 
 def _restart_after_run_starts(

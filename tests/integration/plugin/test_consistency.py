@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import LocustRun, run_locust
-from workloads.traffic.checks import NOT_JUDGED_STOPPED
+from tokenstorm.workloads.traffic.checks import NOT_JUDGED_STOPPED
 
 USER_CHECKS = """\
 def says_something(request, reply):
@@ -101,7 +101,7 @@ def test_a_run_that_ends_while_spawning_says_consistency_was_not_measured(tmp_pa
 
 
 def test_each_ab_target_is_probed_and_said_apart(tmp_path: Path) -> None:
-    from emulator import EmulatorProcess
+    from tokenstorm.emulator import EmulatorProcess
 
     with EmulatorProcess("--ttft-ms", "20", "--itl-ms", "4") as a, EmulatorProcess("--ttft-ms", "20", "--itl-ms",
                                                                                      "8") as b:  # fmt: skip

@@ -13,8 +13,8 @@ import urllib.request
 from pathlib import Path
 
 from tests.conftest import ROOT
-from workloads.client.probes import PROBE_ID_PREFIX
-from workloads.rundir import read_records
+from tokenstorm.workloads.client.probes import PROBE_ID_PREFIX
+from tokenstorm.workloads.rundir import read_records
 
 
 def _served(url: str) -> set[str]:
@@ -25,7 +25,7 @@ def _served(url: str) -> set[str]:
 
 
 def test_sigkill_loses_at_most_the_last_two_seconds_of_records(tmp_path: Path) -> None:
-    from emulator import EmulatorProcess
+    from tokenstorm.emulator import EmulatorProcess
 
     with EmulatorProcess("--ttft-ms", "20", "--itl-ms", "5") as emu:
         proc = subprocess.Popen(
@@ -50,7 +50,8 @@ def test_sigkill_loses_at_most_the_last_two_seconds_of_records(tmp_path: Path) -
     missing = finished_long_ago - recorded
     assert not missing, f"{len(missing)} requests finished > 2.5 s before the kill are lost"
     # The reports read the crashed run as it is, and say it never finished.
-    out = subprocess.run([sys.executable, "-m", "reports", "build", str(run_dir)], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "tokenstorm.reports", "build", str(run_dir)], capture_output=True,
+        text=True,
                          cwd=ROOT, timeout=120)  # fmt: skip
     assert out.returncode == 4, out.stdout + out.stderr
     summary = json.loads((run_dir / "summary.json").read_text())

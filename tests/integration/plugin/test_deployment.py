@@ -16,8 +16,8 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from emulator import EmulatorProcess
 from tests.conftest import ROOT
+from tokenstorm.emulator import EmulatorProcess
 
 FAKES = ROOT / "tests" / "fakes"
 KEY = "sk-deployment-Zq81x"

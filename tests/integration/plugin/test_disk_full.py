@@ -25,7 +25,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.small_disk import needs_root, small_disk
-from workloads.rundir import EXIT_RUN_FAILED, read_records, read_run_meta
+from tokenstorm.workloads.rundir import EXIT_RUN_FAILED, read_records, read_run_meta
 
 __all__ = ["small_disk"]  # the fixture, used by name
 
@@ -95,7 +95,7 @@ def _check_the_failed_run(disk: Path, rc: int, lines: list[tuple[float, str]], e
 
 
 def test_jsonl_records_on_a_full_disk_stop_the_run_and_stay_readable(small_disk: Callable[[int], Path]) -> None:
-    from emulator import EmulatorProcess
+    from tokenstorm.emulator import EmulatorProcess
 
     disk = small_disk(160)
     with EmulatorProcess("--ttft-ms", "20", "--itl-ms", "5") as emu:
@@ -111,7 +111,7 @@ def test_jsonl_records_on_a_full_disk_stop_the_run_and_stay_readable(small_disk:
 
 
 def test_segments_on_a_full_disk_stop_the_run_and_stay_readable(small_disk: Callable[[int], Path]) -> None:
-    from emulator import EmulatorProcess
+    from tokenstorm.emulator import EmulatorProcess
 
     disk = small_disk(160)
     with EmulatorProcess("--ttft-ms", "20", "--itl-ms", "5") as emu:

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import LOCUST, ROOT, free_port
-from workloads.rundir import read_records
+from tokenstorm.workloads.rundir import read_records
 
 
 def test_master_and_four_workers_equal_one_process(locust_runner) -> None:  # type: ignore[no-untyped-def]

@@ -21,7 +21,7 @@ import pytest
 from tests.conftest import ROOT, free_port
 from tests.fakes.scripted import ScriptedServer
 from tests.integration.reports.test_reports import CHROMIUM
-from workloads.rundir import read_records
+from tokenstorm.workloads.rundir import read_records
 
 SECRET = "sk-tokenstorm-test-3f9a1c77d2"
 PAGES = ("/", "/stats/requests", "/stats/requests/csv", "/stats/failures/csv", "/stats/report", "/exceptions",
@@ -61,7 +61,7 @@ def _wait_listening(pid: int, port: int, timeout_s: float = 40) -> list[str]:
 def test_the_api_key_stays_out_of_the_web_ui_and_off_other_hosts(tmp_path: Path) -> None:
     from playwright.sync_api import sync_playwright
 
-    from emulator import EmulatorProcess
+    from tokenstorm.emulator import EmulatorProcess
 
     port = free_port()
     listener = _listener()

@@ -94,7 +94,8 @@ def test_a_signal_before_the_planned_end_makes_the_run_incomplete(tmp_path: Path
     assert "run incomplete: interrupted by" in junit
     if signum == signal.SIGTERM:  # the report rebuilt later reads the run the same way
         rebuilt = subprocess.run(
-            [*LOCUST[:1], "-m", "reports", "build", str(run_dir)], capture_output=True, text=True, cwd=ROOT, timeout=120
+            [*LOCUST[:1], "-m", "tokenstorm.reports", "build", str(run_dir)], capture_output=True, text=True,
+                cwd=ROOT, timeout=120
         )
         assert rebuilt.returncode == 4, rebuilt.stdout[-2000:] + rebuilt.stderr[-2000:]
 
@@ -110,9 +111,9 @@ def test_a_run_without_a_planned_end_stopped_by_sigterm_is_complete(tmp_path: Pa
 def test_ctrl_c_of_a_processes_run_keeps_every_request_its_workers_made(tmp_path: Path) -> None:
     """A terminal's Ctrl-C reaches the workers too: each stops on its own, and ships its last records
     (in-flight ones as cancelled) to the master before it quits — they were lost before."""
-    from emulator import EmulatorProcess
-    from workloads.client.probes import PROBE_ID_PREFIX
-    from workloads.rundir import read_records
+    from tokenstorm.emulator import EmulatorProcess
+    from tokenstorm.workloads.client.probes import PROBE_ID_PREFIX
+    from tokenstorm.workloads.rundir import read_records
 
     with EmulatorProcess("--ttft-ms", "20", "--itl-ms", "5") as emu:  # its own session: Ctrl-C spares it
         proc = subprocess.Popen(

@@ -56,7 +56,7 @@ def _served_at(url: str, kill_s: float, after_s: float) -> int:
 
 
 def test_processes_workers_stop_within_a_second_of_the_master_sigkill(tmp_path: Path) -> None:
-    from emulator import EmulatorProcess
+    from tokenstorm.emulator import EmulatorProcess
 
     with EmulatorProcess(*FAST) as emu:
         master = subprocess.Popen(
@@ -103,7 +103,7 @@ def test_processes_workers_stop_within_a_second_of_the_master_sigkill(tmp_path: 
 
 
 def test_remote_worker_stops_and_says_so_when_its_master_is_lost(tmp_path: Path) -> None:
-    from emulator import EmulatorProcess
+    from tokenstorm.emulator import EmulatorProcess
 
     port = free_port()
     with EmulatorProcess(*FAST) as emu:

@@ -14,7 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import ROOT, free_port
-from workloads.rundir import read_records
+from tokenstorm.workloads.rundir import read_records
 
 
 def _scrape(url: str) -> dict[tuple[str, tuple], float]:

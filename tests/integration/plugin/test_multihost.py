@@ -18,7 +18,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.lan import Host, Lan, lan, lan_unavailable
-from workloads.rundir import read_records
+from tokenstorm.workloads.rundir import read_records
 
 _UNAVAILABLE = lan_unavailable()
 pytestmark = pytest.mark.skipif(_UNAVAILABLE is not None, reason=_UNAVAILABLE or "")
@@ -36,8 +36,8 @@ def net() -> Iterator[Lan]:
 
 
 def _emulator(host: Host) -> Popen[str]:
-    """``python -m emulator`` listening on ``host``'s address (it ends when this process's pipe closes)."""
-    argv = [sys.executable, "-m", "emulator", "--host", host.address, "--port", str(EMULATOR_PORT)]
+    """``python -m tokenstorm.emulator`` listening on ``host``'s address (it ends when this process's pipe closes)."""
+    argv = [sys.executable, "-m", "tokenstorm.emulator", "--host", host.address, "--port", str(EMULATOR_PORT)]
     proc = subprocess.Popen(
         host.command([*argv, "--ttft-ms", "30", "--itl-ms", "5", "--exit-with-stdin"]),
         stdin=subprocess.PIPE,

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from reports import load_run
 from tests.conftest import LOCUST, ROOT, free_port, run_locust
 from tests.fakes.otlp_spans import export_body, llm_request_span, post
-from workloads.rundir import SPANS_FILE, read_records
+from tokenstorm.reports import load_run
+from tokenstorm.workloads.rundir import SPANS_FILE, read_records
 
 _RUN = [
     "--headless",

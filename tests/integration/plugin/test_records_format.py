@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from tests.conftest import ROOT
-from workloads.rundir import read_records
+from tokenstorm.workloads.rundir import read_records
 
 ARGS = ("-u", "2", "-r", "2", "-t", "4s", "--chat-think-time", "0-0.1", "--max-tokens", "8")
 
@@ -19,7 +19,7 @@ def test_segments_by_default_exported_as_json_lines_and_jsonl_on_request(locust_
     assert (run.run_dir / "requests").is_dir() and not (run.run_dir / "requests.jsonl").exists()
     records = [r.as_row() for r in read_records(run.run_dir)]
     assert records
-    out = subprocess.run([sys.executable, "-m", "reports", "export", str(run.run_dir), "--jsonl"], cwd=ROOT,
+    out = subprocess.run([sys.executable, "-m", "tokenstorm.reports", "export", str(run.run_dir), "--jsonl"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)  # fmt: skip
     assert out.returncode == 0, out.stderr
     lines = [json.loads(line) for line in (run.run_dir / "requests.jsonl").read_text().splitlines()]

@@ -20,9 +20,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from emulator import EmulatorProcess
 from tests.conftest import LOCUST, ROOT, free_port
-from workloads.rundir import read_records
+from tokenstorm.emulator import EmulatorProcess
+from tokenstorm.workloads.rundir import read_records
 
 KEY = "sk-tokenstorm-test-0123456789abcdef"
 PASSWORD = "pw-Secret-98765"

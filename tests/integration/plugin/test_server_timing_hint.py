@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from emulator import EmulatorProcess
 from tests.conftest import free_port, run_locust
+from tokenstorm.emulator import EmulatorProcess
 
 HINT = "sent no timing of its own"
 FAST = ("--chat-turns", "1", "--chat-think-time", "0-0", "--wait-time", "0", "--max-tokens", "8", "--ignore-eos")

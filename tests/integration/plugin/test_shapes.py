@@ -109,13 +109,14 @@ def test_server_metrics_cli_reads_a_vllm_style_endpoint() -> None:
     import subprocess
     import sys
 
-    from emulator import EmulatorProcess
+    from tokenstorm.emulator import EmulatorProcess
 
     with EmulatorProcess() as emu:
-        ok = subprocess.run([sys.executable, "-m", "monitors", "server-metrics", emu.url], capture_output=True,
+        ok = subprocess.run([sys.executable, "-m", "tokenstorm.monitors", "server-metrics", emu.url],
+            capture_output=True,
                             text=True, timeout=60)  # fmt: skip
     assert ok.returncode == 0 and json.loads(ok.stdout)["kv_cache_usage"] == 0.0
-    gone = subprocess.run([sys.executable, "-m", "monitors", "server-metrics", "http://127.0.0.1:9"],
+    gone = subprocess.run([sys.executable, "-m", "tokenstorm.monitors", "server-metrics", "http://127.0.0.1:9"],
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert gone.returncode == 5 and gone.stderr.startswith("monitors: http://127.0.0.1:9/metrics unreachable")
 

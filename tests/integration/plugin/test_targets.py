@@ -6,7 +6,7 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from emulator import EmulatorProcess
+from tokenstorm.emulator import EmulatorProcess
 
 
 def _truth(path: Path) -> dict[str, str]:
@@ -105,7 +105,7 @@ def test_the_key_is_kept_off_targets_added_through_a_workload_file(tmp_path: Pat
     wf.write_text("targets: [http://a:1, http://b:1]\n")
     code = f"""
 from types import SimpleNamespace
-from workloads.plugin.core.context import RunContext
+from tokenstorm.workloads.plugin.core.context import RunContext
 ctx = RunContext(is_worker=False)
 opts = SimpleNamespace(api_key="sk-secret", host="http://a:1", targets="", workload_file={str(wf)!r})
 ctx.take_secrets(opts, opts.host)
@@ -118,7 +118,7 @@ print(repr(opts.api_key), ctx.authorization_for("http://a:1"), ctx.authorization
 
 def test_twins_stay_aligned_when_one_session_ends_early() -> None:
     code = """
-from workloads.plugin.users.workload import Lane
+from tokenstorm.workloads.plugin.users.workload import Lane
 a, b = Lane("a", None, None, "0/chat/0/0"), Lane("b", None, None, "0/chat/0/0")
 rng_a, _ = a.next_session()
 rng_b, _ = b.next_session()
@@ -134,7 +134,7 @@ def test_a_custom_user_class_is_refused_with_targets(tmp_path: Path) -> None:
     import sys
 
     lf = tmp_path / "custom.py"
-    lf.write_text("from locust import task\nfrom workloads.plugin import LlmUser, install\ninstall()\n"
+    lf.write_text("from locust import task\nfrom tokenstorm.workloads.plugin import LlmUser, install\ninstall()\n"
                   "class Mine(LlmUser):\n    @task\n    def t(self):\n        pass\n")  # fmt: skip
     proc = subprocess.run([sys.executable, "-m", "locust", "-f", str(lf), "--headless", "-t", "2s",
                            "--targets", "a=http://127.0.0.1:9,b=http://127.0.0.1:10"],

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import ROOT, LocustRun
-from workloads.traffic.trace import TraceRow, read_trace
+from tokenstorm.workloads.traffic.trace import TraceRow, read_trace
 
 SAMPLE = ROOT / "traces" / "mooncake_sample.jsonl"
 EMULATOR = "--ttft-ms 20 --itl-ms 2 --prefill-us-per-token 0"
@@ -75,7 +75,7 @@ def test_a_trace_replays_at_its_offsets_with_its_prompt_lengths_and_the_report_s
     assert {(s["scope"], s["metric"], s["passed"]) for s in summary["slos"]} >= {("trace", "ttft_ms", True)}
     html = (run.run_dir / "report.html").read_text()
     assert 'id="send-lag"' in html and str(SAMPLE) in html and "--arrival-rate" not in html
-    rebuilt = subprocess.run([sys.executable, "-m", "reports", "build", str(run.run_dir)], cwd=ROOT,
+    rebuilt = subprocess.run([sys.executable, "-m", "tokenstorm.reports", "build", str(run.run_dir)], cwd=ROOT,
                              capture_output=True, text=True, timeout=120)  # fmt: skip
     assert rebuilt.returncode == 0 and 'id="send-lag"' in (run.run_dir / "report.html").read_text(), rebuilt.stderr
 

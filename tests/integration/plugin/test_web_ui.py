@@ -41,7 +41,7 @@ def test_web_ui_shows_llm_tab_data_and_serves_the_live_report(tmp_path: Path) ->
         assert ext["tokenstorm-server"][0]["running"] >= 1  # the emulator's /metrics, live
         # No --gpu-monitor: the GPU tab says how to get samples instead of showing an empty table.
         (gpu,) = ext["tokenstorm-gpu"]
-        assert "--gpu-monitor" in gpu["gpu"] and "python -m monitors gpu" in gpu["gpu"]
+        assert "--gpu-monitor" in gpu["gpu"] and "python -m tokenstorm.monitors gpu" in gpu["gpu"]
         # The live status's first row: the timing fidelity of the window's requests, judged like an SLO;
         # while it says the timing is not trustworthy, the LLM table's Total row says so too.
         live = json.load(urllib.request.urlopen(f"{base}/tokenstorm/live.json", timeout=30))

@@ -20,7 +20,7 @@ import pytest
 from tests.conftest import ROOT, free_port
 from tests.integration.plugin.test_webui_live import _wait_up
 from tests.integration.reports.test_reports import CHROMIUM
-from workloads.plugin.core.flags import TOPICS
+from tokenstorm.workloads.plugin.core.flags import TOPICS
 
 #: the topics with a field in the form (Locust's own options, which tokenstorm only re-defaults, have none)
 GROUPS = [t.title for t in TOPICS if any(f.web_ui and not f.locust for f in t.flags)]

@@ -24,9 +24,9 @@ import pytest
 from tests.conftest import ROOT, free_port
 from tests.integration.reports.test_reports import CHROMIUM
 from tests.unit.traffic.test_bad_files import tiny_tokenizer_json
-from workloads.plugin.core.options import DURATION_OPTIONS
-from workloads.rundir import read_records
-from workloads.traffic.durations import parse_duration
+from tokenstorm.workloads.plugin.core.options import DURATION_OPTIONS
+from tokenstorm.workloads.rundir import read_records
+from tokenstorm.workloads.traffic.durations import parse_duration
 
 SECRET = "hunter2-s3cr3t"
 EMULATOR_ARGS = "--ttft-ms 20 --itl-ms 1 --natural-output-tokens 5"  # ignore_eos: max_tokens, else ~5

@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import ROOT, free_port
 from tests.integration.reports.test_reports import CHROMIUM
-from workloads.rundir import read_records
+from tokenstorm.workloads.rundir import read_records
 
 SERIES = ("ttft_p50_ms", "ttft_p95_ms", "itl_p50_ms", "itl_p99_ms", "e2e_p50_ms", "e2e_p95_ms", "tpot_p50_ms",
           "tpot_p95_ms", "tokens_per_s", "errors_per_s")  # fmt: skip
@@ -67,7 +67,7 @@ def _header(page: Any) -> dict[str, str]:
 def test_live_charts_gpu_empty_state_simulated_header_and_rps_in_a_real_browser(tmp_path: Path) -> None:
     from playwright.sync_api import sync_playwright
 
-    from emulator import EmulatorProcess
+    from tokenstorm.emulator import EmulatorProcess
 
     if not Path(CHROMIUM).exists():
         pytest.fail("Chromium is not installed: scripts/test.sh installs Debian's chromium package")

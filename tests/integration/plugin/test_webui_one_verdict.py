@@ -20,7 +20,7 @@ import pytest
 from tests.conftest import ROOT, free_port
 from tests.integration.plugin.test_webui_live import _header, _wait_up
 from tests.integration.reports.test_reports import CHROMIUM
-from workloads.plugin.web.final import ENDED_RATE
+from tokenstorm.workloads.plugin.web.final import ENDED_RATE
 
 WIDTH = 1400
 TABS = ("LLM", "GPU", "vLLM")

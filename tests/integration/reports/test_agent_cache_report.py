@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from emulator import EmulatorProcess
-from monitors._vllm_metrics import parse_vllm_metrics
+from tokenstorm.emulator import EmulatorProcess
+from tokenstorm.monitors._vllm_metrics import parse_vllm_metrics
 
 _EMULATOR = ("--ttft-ms", "30", "--itl-ms", "3", "--prefill-us-per-token", "2", "--seed", "11")
 _AGENT = ("--agent-tool-choice", "required", "--agent-steps", "fixed:3", "--agent-prompt-tokens", "uniform:800-1500",

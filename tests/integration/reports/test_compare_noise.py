@@ -14,7 +14,7 @@ SLOW_TTFT = "--ttft-ms 375 --prefill-us-per-token 150"
 
 def _compare(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "reports", "compare", *map(str, args), "--confidence", "0.95"],
+        [sys.executable, "-m", "tokenstorm.reports", "compare", *map(str, args), "--confidence", "0.95"],
         capture_output=True,
         text=True,
         timeout=180,

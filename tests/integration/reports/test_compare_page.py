@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from reports import compare_runs
 from tests.conftest import make_run_dir, request
 from tests.integration.reports.test_reports import CHROMIUM
+from tokenstorm.reports import compare_runs
 
 FOREIGN = Path(__file__).resolve().parents[2] / "fixtures" / "foreign"
 

@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from emulator import EmulatorProcess
-from workloads.rundir import read_summary
+from tokenstorm.emulator import EmulatorProcess
+from tokenstorm.workloads.rundir import read_summary
 
 
 def _compare(*args: str | Path) -> subprocess.CompletedProcess[str]:

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from reports import build_report, load_slo_spec
 from tests.integration.reports.test_reports import CHROMIUM
 from tests.unit.reports.test_headline import _ab_run, headline_reference
+from tokenstorm.reports import build_report, load_slo_spec
 
 VIEWPORT = {"width": 1400, "height": 900}
 #: the headline figures the test reads off the page

@@ -1,4 +1,4 @@
-"""Answer quality as a user meets it: ``python -m reports build`` on a written run directory exits 1 when a
+"""Answer quality as a user meets it: ``python -m tokenstorm.reports build`` on a written run directory exits 1 when a
 ``quality`` SLO is below its minimum (its JUnit case fails), 0 when the minimum is met; in a real browser
 the pass rate sits on the first screen beside the verdict, and a failed answer holding markup and script is
 shown as text — it never runs."""
@@ -22,7 +22,7 @@ VIEWPORT = {"width": 1400, "height": 900}
 
 
 def _build(run_dir: Path, slo: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "reports", "build", str(run_dir), "--slo", str(slo)],
+    return subprocess.run([sys.executable, "-m", "tokenstorm.reports", "build", str(run_dir), "--slo", str(slo)],
                           capture_output=True, text=True, timeout=300)  # fmt: skip
 
 

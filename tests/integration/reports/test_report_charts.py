@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from reports.judging import formats
+from tokenstorm.reports.judging import formats
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 VIEWPORT = {"width": 1400, "height": 900}
@@ -34,7 +34,7 @@ def _embedded(html_path: Path) -> dict[str, dict[str, Any]]:
 
 
 def _written(text: str, value: float, unit: Callable[[float], str]) -> bool:
-    """``text`` is ``value`` as the page writes its unit (reports/judging/formats.py) — or, for a value on a
+    """``text`` is ``value`` as the page writes its unit (tokenstorm/reports/judging/formats.py) — or, for a value on a
     rounding tie, as a nudge of it writes it (JavaScript rounds ties up, Python to even)."""
     return text in {unit(value), unit(value * (1 + 1e-9)), unit(value * (1 - 1e-9))}
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from reports import build_report, compare_runs
 from tests.conftest import make_run_dir, request
+from tokenstorm.reports import build_report, compare_runs
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 XSS = '<script>document.body.dataset.pwned="1"</script><img src=x onerror="document.body.dataset.pwned=\'2\'">'
@@ -173,7 +173,8 @@ def test_compare_cli_exit_code(tmp_path: Path) -> None:
     base = _run_with_ttft(tmp_path / "a", 1.0)
     slower = _run_with_ttft(tmp_path / "b", 1.2)
     out = tmp_path / "cmp.html"
-    proc = subprocess.run([sys.executable, "-m", "reports", "compare", str(base), str(slower), "--html", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "tokenstorm.reports", "compare", str(base), str(slower), "--html",
+        str(out)],
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert proc.returncode == 1 and "REGRESSION" in proc.stdout
     assert "TTFT p95 ms" in out.read_text()
@@ -188,7 +189,7 @@ def test_rebuild_with_another_slo_file_changes_the_verdict(tmp_path: Path) -> No
     strict.write_text("slos:\n  chat:\n    ttft_ms: {p95: 50}\n")
 
     def build(*extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "reports", "build", str(run_dir), *extra],
+        return subprocess.run([sys.executable, "-m", "tokenstorm.reports", "build", str(run_dir), *extra],
                               capture_output=True, text=True, timeout=120)  # fmt: skip
 
     assert build().returncode == 0  # the run's own (default) SLOs hold

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from reports.judging.formats import ms, per_s
 from tests.integration.reports.test_reports import CHROMIUM
+from tokenstorm.reports.judging.formats import ms, per_s
 
 VIEWPORT = {"width": 1400, "height": 900}
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reports.judging.formats import ms
 from tests.integration.reports.test_reports import CHROMIUM
+from tokenstorm.reports.judging.formats import ms
 
 VIEWPORT = {"width": 1400, "height": 900}
 EMULATOR = (

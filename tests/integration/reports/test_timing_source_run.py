@@ -22,7 +22,7 @@ import pytest
 
 from tests.wire.capture import pinned
 from tests.wire.procs import BusyNeighbours, PinnedEmulator, two_cpus
-from workloads.rundir import EXIT_CODES, SUMMARY_FILE
+from tokenstorm.workloads.rundir import EXIT_CODES, SUMMARY_FILE
 
 ROOT = Path(__file__).resolve().parents[3]
 _CPUS = two_cpus() if sys.platform.startswith("linux") else None
@@ -159,7 +159,8 @@ def test_auto_judges_a_starved_clients_run_on_the_servers_timing_and_says_so(tmp
     meta["options"]["timing_source"] = "client"
     (default / "run.json").write_text(json.dumps(meta))
     build = subprocess.run(
-        [sys.executable, "-m", "reports", "build", str(default)], cwd=ROOT, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "tokenstorm.reports", "build", str(default)], cwd=ROOT, capture_output=True,
+            text=True, timeout=120
     )
     assert build.returncode == EXIT_CODES["unreliable"], build.stdout[-2000:] + build.stderr[-2000:]
     rebuilt = json.loads((default / SUMMARY_FILE).read_text())

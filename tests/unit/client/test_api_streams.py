@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from tests.fakes.scripted import END, HEAD, ScriptedServer, chunk
-from workloads import RequestRecord
-from workloads.client import CompletionRequest, LlmClient
+from tokenstorm.workloads import RequestRecord
+from tokenstorm.workloads.client import CompletionRequest, LlmClient
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "vllm"
 #: each fixture's request as it was sent to vLLM (path, status, body)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 import time
 
-from workloads.client.backoff import CAP_S, FIRST_S, Backoff
-from workloads.rundir import ErrorCategory, RequestRecord
+from tokenstorm.workloads.client.backoff import CAP_S, FIRST_S, Backoff
+from tokenstorm.workloads.rundir import ErrorCategory, RequestRecord
 
 
 def _record(category: str | None) -> RequestRecord:

@@ -8,7 +8,13 @@ from pathlib import Path
 import gevent
 import pytest
 
-from workloads.client.clock import MIN_INTERVAL_S, ClockProbe, cpu_stat_paths, parse_cpu_stat, parse_schedstat
+from tokenstorm.workloads.client.clock import (
+    MIN_INTERVAL_S,
+    ClockProbe,
+    cpu_stat_paths,
+    parse_cpu_stat,
+    parse_schedstat,
+)
 
 V2_CPU_STAT = """usage_usec 8512390
 user_usec 6000000

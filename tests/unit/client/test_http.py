@@ -15,7 +15,7 @@ import gevent
 import pytest
 
 from tests.fakes.scripted import END, HEAD, chunk
-from workloads.client.http import HttpConnection, ProtocolError, kernel_timestamps_supported
+from tokenstorm.workloads.client.http import HttpConnection, ProtocolError, kernel_timestamps_supported
 
 
 def _stream(conn: socket.socket, _n: int) -> None:

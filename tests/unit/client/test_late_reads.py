@@ -17,9 +17,9 @@ import gevent
 import pytest
 
 from tests.fakes.scripted import END, HEAD, chunk
-from workloads.client import CompletionRequest, LlmClient
-from workloads.client.http import kernel_timestamps_supported
-from workloads.rundir import LATE_EVENT_S
+from tokenstorm.workloads.client import CompletionRequest, LlmClient
+from tokenstorm.workloads.client.http import kernel_timestamps_supported
+from tokenstorm.workloads.rundir import LATE_EVENT_S
 
 TOKENS = 10
 GAP_S = 0.005
@@ -118,7 +118,7 @@ def test_a_first_token_read_late_says_the_ttft_is_late(serve) -> None:  # type: 
 def test_kernel_stamps_map_onto_the_clock_even_when_the_mapping_is_preempted(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The wall→perf offset is read between two perf_counter reads; a try that was preempted (here:
     the first takes 20 ms) is not used, or every stamp of the read would move by 10 ms."""
-    from workloads.client import stamps
+    from tokenstorm.workloads.client import stamps
 
     real_time_ns = time.time_ns
     calls = {"n": 0}
@@ -151,7 +151,7 @@ def test_stamps_follow_a_wall_clock_that_is_slewed(serve) -> None:  # type: igno
 def test_connecting_is_not_inside_ttft(serve, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A new connection's lookup and handshake (50 ms here) happen before the request's clock starts:
     TTFT is the server's (~5 ms to the first token), the connect is kept apart in ``connect_s``."""
-    from workloads.client import sockets
+    from tokenstorm.workloads.client import sockets
 
     real = sockets.gevent.socket.create_connection
 

@@ -10,9 +10,9 @@ import orjson
 import pytest
 
 from tests.fakes.scripted import END, HEAD, ScriptedServer, chunk
-from workloads import RequestRecord
-from workloads.client import CompletionRequest, LlmClient
-from workloads.client.server_timing import span_id_of, trace_id_of, traceparent
+from tokenstorm.workloads import RequestRecord
+from tokenstorm.workloads.client import CompletionRequest, LlmClient
+from tokenstorm.workloads.client.server_timing import span_id_of, trace_id_of, traceparent
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "vllm"
 #: what vLLM 0.32 puts on the final usage chunk (PerRequestMetrics.model_dump); every part a different figure, so

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from workloads.client import SseParser, StreamTimer
-from workloads.client.client import CompletionRequest, may_think
-from workloads.client.timing import THINK_TAGS
+from tokenstorm.workloads.client import SseParser, StreamTimer
+from tokenstorm.workloads.client.client import CompletionRequest, may_think
+from tokenstorm.workloads.client.timing import THINK_TAGS
 
 
 def feed_all(parser: SseParser, reads: list[bytes]) -> list[bytes]:

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from tests.fakes.scripted import END, HEAD, ScriptedServer, chunk
-from workloads.client import CompletionRequest, LlmClient
-from workloads.rundir import RequestRecord
+from tokenstorm.workloads.client import CompletionRequest, LlmClient
+from tokenstorm.workloads.rundir import RequestRecord
 
 KEY = "sk-live-7f3a9c1e5b2d4f6a8c0e"
 USER, PASSWORD = "alice", "s3cr3t-pa55word"

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from workloads.client import StreamError, StreamTimer
-from workloads.rundir import ErrorCategory
+from tokenstorm.workloads.client import StreamError, StreamTimer
+from tokenstorm.workloads.rundir import ErrorCategory
 
 
 def _token(text: str, finish: str | None = None) -> bytes:

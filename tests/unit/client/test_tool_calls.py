@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from tests.fakes.scripted import END, HEAD, ScriptedServer, chunk
-from workloads.client import CompletionRequest, LlmClient, StreamError, StreamTimer
+from tokenstorm.workloads.client import CompletionRequest, LlmClient, StreamError, StreamTimer
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "vllm"
 TOOLS = [{"type": "function", "function": {"name": "read_file", "description": "Read a file",

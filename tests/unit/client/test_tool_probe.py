@@ -7,9 +7,9 @@ import json
 import socket
 
 from tests.fakes.scripted import ScriptedServer
-from workloads.client import LlmClient
-from workloads.client.probes import tool_calling_problem
-from workloads.traffic.models.agent import PROFILES
+from tokenstorm.workloads.client import LlmClient
+from tokenstorm.workloads.client.probes import tool_calling_problem
+from tokenstorm.workloads.traffic.models.agent import PROFILES
 
 # vLLM 0.32's answer to tool_choice "auto" when started without --enable-auto-tool-choice.
 REFUSAL = json.dumps({"error": {"message": '"auto" tool choice requires --enable-auto-tool-choice and '

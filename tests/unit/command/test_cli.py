@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-import emulator.__main__
-import reports.__main__
+import tokenstorm.emulator.__main__
+import tokenstorm.reports.__main__
 from tests.conftest import LOCUST, ROOT
 from tokenstorm import cli
 
@@ -123,7 +123,7 @@ def test_report_compare_and_emulator_are_those_tools_own_mains(
         seen.append(list(args))
         return 1
 
-    module = reports.__main__ if main_of == "reports" else emulator.__main__
+    module = tokenstorm.reports.__main__ if main_of == "reports" else tokenstorm.emulator.__main__
     monkeypatch.setattr(module, "main", fake)
     code = cli.main(argv)
     assert seen == [expected]

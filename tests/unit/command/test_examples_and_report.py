@@ -98,9 +98,9 @@ def _help(*args: str) -> str:
 @pytest.mark.parametrize(
     ("tokenstorm", "own"),
     [
-        (["tokenstorm", "emulator"], ["emulator"]),
-        (["tokenstorm", "report"], ["reports", "build"]),
-        (["tokenstorm", "compare"], ["reports", "compare"]),
+        (["tokenstorm", "emulator"], ["tokenstorm.emulator"]),
+        (["tokenstorm", "report"], ["tokenstorm.reports", "build"]),
+        (["tokenstorm", "compare"], ["tokenstorm.reports", "compare"]),
     ],
 )
 def test_help_names_the_command_that_was_typed(tokenstorm: list[str], own: list[str]) -> None:
@@ -110,7 +110,11 @@ def test_help_names_the_command_that_was_typed(tokenstorm: list[str], own: list[
 
 
 def test_an_emulator_error_names_the_command_that_was_typed() -> None:
-    for cmd, prog in ((["tokenstorm", "emulator"], "tokenstorm emulator"), (["emulator"], "python -m emulator")):
+    typed = (
+        (["tokenstorm", "emulator"], "tokenstorm emulator"),
+        (["tokenstorm.emulator"], "python -m tokenstorm.emulator"),
+    )
+    for cmd, prog in typed:
         proc = subprocess.run([sys.executable, "-m", *cmd, "--itl", "5"], cwd=ROOT, capture_output=True, text=True,
                               timeout=120)  # fmt: skip
         assert proc.returncode == 2

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT
-from workloads.plugin.core.flags import TOPICS, add_options
-from workloads.plugin.core.options import OPTION_DESTS, RunOptions
+from tokenstorm.workloads.plugin.core.flags import TOPICS, add_options
+from tokenstorm.workloads.plugin.core.options import OPTION_DESTS, RunOptions
 
 SECRET = "sk-tokenstorm-help-test-0123456789"
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from emulator import EmulatorProcess
+from tokenstorm.emulator import EmulatorProcess
 
 #: a fast emulator whose draws repeat: 20 ms to the first token, 2 ms a token, a stall of half a second
 FAST = ("--ttft-ms", "20", "--itl-ms", "2", "--seed", "7", "--stall-s", "0.5", "--enable-per-request-metrics")

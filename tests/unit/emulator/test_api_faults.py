@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from emulator import FAULT_KINDS
+from tokenstorm.emulator import FAULT_KINDS
 
 from ._wire import Reply, post, truth
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from emulator import check_args
+from tokenstorm.emulator import check_args
 
 from ._wire import get_json, post, truth
 

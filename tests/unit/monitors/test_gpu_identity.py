@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from monitors import NvmlSampler, RunMonitor, SmiSampler, gpus_of, parse_smi_identity
-from workloads.rundir.gpus import GPUS_FILE, read_gpus
+from tokenstorm.monitors import NvmlSampler, RunMonitor, SmiSampler, gpus_of, parse_smi_identity
+from tokenstorm.workloads.rundir.gpus import GPUS_FILE, read_gpus
 
 from .test_gpu_monitors import FIXTURES, load_fake_nvml
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from monitors import NoGpuError, NvmlSampler, parse_smi_csv
+from tokenstorm.monitors import NoGpuError, NvmlSampler, parse_smi_csv
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gpu"  # copied from shared/fixtures/gpu
 FAKE = Path(__file__).resolve().parents[2] / "fakes" / "pynvml.py"
@@ -112,7 +112,7 @@ def test_sidecar_cli_without_a_gpu_says_so_in_one_line(tmp_path: Path) -> None:
     (tmp_path / "pynvml.py").write_text("def nvmlInit():\n    raise RuntimeError('NVML Shared Library Not Found')\n")
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{tmp_path}:{Path(__file__).resolve().parents[3]}"}
     proc = subprocess.run(
-        [sys.executable, "-m", "monitors", "gpu", "--out", str(tmp_path / "g.jsonl")],
+        [sys.executable, "-m", "tokenstorm.monitors", "gpu", "--out", str(tmp_path / "g.jsonl")],
         capture_output=True,
         text=True,
         env=env,
@@ -128,7 +128,7 @@ def test_sidecar_cli_without_a_gpu_says_so_in_one_line(tmp_path: Path) -> None:
 )
 def test_the_monitors_take_whole_option_names_only(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     # argparse took a prefix of one option as that option (--int as --interval): a mistyped one ran silently.
-    from monitors.__main__ import main
+    from tokenstorm.monitors.__main__ import main
 
     with pytest.raises(SystemExit) as exc:
         main(argv)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import monitors._vllm_metrics as vm
+import tokenstorm.monitors._vllm_metrics as vm
 
 # Recorded from a real vLLM 0.32.0 CPU-build server after a load test (53 KB, 644 lines).
 REAL = (Path(__file__).parents[2] / "fixtures" / "vllm" / "metrics_0.32_cpu.txt").read_text()

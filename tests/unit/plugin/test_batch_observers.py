@@ -17,13 +17,13 @@ _SCRIPT = """
 import json, random, time
 import orjson
 from prometheus_client import CollectorRegistry, generate_latest
-from workloads.plugin.core import ingest
-from workloads.plugin.core.context import RunContext
-from workloads.plugin.export.prometheus import ClientMetrics
-from workloads.plugin.web.live import LiveWindow
-from workloads.rundir import RequestRecord
-from workloads.rundir.segments import rows_to_batch
-from workloads.rundir.wire import decode_records, encode_records
+from tokenstorm.workloads.plugin.core import ingest
+from tokenstorm.workloads.plugin.core.context import RunContext
+from tokenstorm.workloads.plugin.export.prometheus import ClientMetrics
+from tokenstorm.workloads.plugin.web.live import LiveWindow
+from tokenstorm.workloads.rundir import RequestRecord
+from tokenstorm.workloads.rundir.segments import rows_to_batch
+from tokenstorm.workloads.rundir.wire import decode_records, encode_records
 
 rng = random.Random(7)
 now = time.time()

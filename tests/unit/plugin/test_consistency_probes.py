@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from workloads.plugin.core.options import OptionError, RunOptions
-from workloads.plugin.quality import ProbeLine, consistency_counts, probe_count
+from tokenstorm.workloads.plugin.core.options import OptionError, RunOptions
+from tokenstorm.workloads.plugin.quality import ProbeLine, consistency_counts, probe_count
 
 SLO_WITH_CONSISTENCY = SimpleNamespace(targets=[SimpleNamespace(metric="ttft_ms"),
                                                 SimpleNamespace(metric="consistency_changed")])  # fmt: skip

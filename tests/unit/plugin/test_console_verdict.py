@@ -15,8 +15,8 @@ _BUILD = """
 import logging, sys
 from pathlib import Path
 from types import SimpleNamespace
-from workloads.plugin.core import closing
-from workloads.plugin.core.context import RunContext
+from tokenstorm.workloads.plugin.core import closing
+from tokenstorm.workloads.plugin.core.context import RunContext
 
 logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stdout)
 environment = SimpleNamespace(process_exit_code=None)

@@ -20,7 +20,7 @@ import pytest
 from gevent.pywsgi import WSGIServer
 from prometheus_client.parser import text_string_to_metric_families
 
-from workloads.plugin.core.deployment import (
+from tokenstorm.workloads.plugin.core.deployment import (
     TEXT_MAX,
     capture_deployment,
     capture_target,
@@ -179,7 +179,7 @@ def test_ab_targets_each_get_their_own_authorization_and_label(stub: Stub) -> No
 
 
 def test_a_bug_in_the_capture_is_a_problem_line_not_a_failed_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    import workloads.plugin.core.deployment as dep
+    import tokenstorm.workloads.plugin.core.deployment as dep
 
     def broken(*_a: Any, **_kw: Any) -> dict[str, Any]:
         raise KeyError("boom")

@@ -10,10 +10,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from workloads.plugin.core.flags import TOPICS
-from workloads.plugin.core.options import DURATION_OPTIONS, OptionError, RunOptions, recorded_options
-from workloads.traffic import settings_from_options
-from workloads.traffic.durations import parse_duration, parse_duration_range
+from tokenstorm.workloads.plugin.core.flags import TOPICS
+from tokenstorm.workloads.plugin.core.options import DURATION_OPTIONS, OptionError, RunOptions, recorded_options
+from tokenstorm.workloads.traffic import settings_from_options
+from tokenstorm.workloads.traffic.durations import parse_duration, parse_duration_range
 
 #: what Locust's -t takes (its docstring's examples and more)
 LOCUST_FORMS = ["20", "0", "20s", "3m", "2h", "1h20m", "3h30m10s", "90m", "1m30s", "2h5s", "45s"]

@@ -10,7 +10,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from workloads.plugin.export.prometheus import LATENCY_BUCKETS_S, ClientMetrics
+from tokenstorm.workloads.plugin.export.prometheus import LATENCY_BUCKETS_S, ClientMetrics
 
 
 def _records(n: int, seed: int = 1) -> list[dict]:

@@ -14,10 +14,10 @@ _SCRIPT = """
 import json, time
 from locust import User, events
 from locust.env import Environment
-from workloads.plugin.core import master_watch, shipping
-from workloads.plugin.core.context import context
-from workloads.rundir import RequestRecord
-from workloads.rundir.wire import decode_records
+from tokenstorm.workloads.plugin.core import master_watch, shipping
+from tokenstorm.workloads.plugin.core.context import context
+from tokenstorm.workloads.rundir import RequestRecord
+from tokenstorm.workloads.rundir.wire import decode_records
 
 class Idle(User):
     abstract = True

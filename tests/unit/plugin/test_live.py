@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from reports import load_slo_spec
-from workloads.plugin.web.live import (
+from tokenstorm.reports import load_slo_spec
+from tokenstorm.workloads.plugin.web.live import (
     KEEP_S,
     MAX_POINTS,
     POINT_EVERY_S,
@@ -19,8 +19,8 @@ from workloads.plugin.web.live import (
     SETTLE_S,
     LiveWindow,
 )
-from workloads.plugin.web.live_slo import judge_recent
-from workloads.plugin.web.server_history import GpuHistory
+from tokenstorm.workloads.plugin.web.live_slo import judge_recent
+from tokenstorm.workloads.plugin.web.server_history import GpuHistory
 
 T0 = 1_700_000_000.0  # a multiple of POINT_EVERY_S: points fall at T0 + 2k
 

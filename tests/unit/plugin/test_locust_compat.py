@@ -20,7 +20,7 @@ from locust import User, constant, task
 from locust.env import Environment
 from locust.runners import STATE_MISSING, WorkerNode
 from locust.web import WebUI
-from workloads.plugin.core import locust_compat
+from tokenstorm.workloads.plugin.core import locust_compat
 
 def free_port():
     with socket.socket() as s:

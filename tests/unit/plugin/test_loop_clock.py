@@ -16,7 +16,7 @@ from tests.conftest import ROOT
 _SCRIPT = """
 import sys, time
 import gevent
-from workloads.plugin.core.lifecycle import _refresh_loop_clock
+from tokenstorm.workloads.plugin.core.lifecycle import _refresh_loop_clock
 gevent.get_hub()  # the loop exists but has not run yet, as while Locust starts up...
 end = time.monotonic() + 0.3
 while time.monotonic() < end:  # ...and the start-up keeps the process busy (nothing yields)

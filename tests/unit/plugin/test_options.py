@@ -7,11 +7,28 @@ from types import SimpleNamespace
 
 import pytest
 
-from workloads.plugin.core.options import OptionError, RunOptions
+from tokenstorm.workloads.plugin.core import options as options_module
+from tokenstorm.workloads.plugin.core.options import OptionError, RunOptions
 
 
-def test_defaults_and_typed_values() -> None:
-    assert RunOptions.parse(None) == RunOptions()
+def test_the_defaults_are_the_flags_tables_and_nowhere_else(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One home for a default: the flags table (``--help``, Locust's parser and the web form read it too)."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    plain = RunOptions.parse(None)
+    assert (plain.request_timeout_s, plain.capacity_max, plain.api, plain.records) == (600.0, 1024, "chat", "parquet")
+    assert plain.api_key == "" and plain.think_tags == ("<think>", "</think>") and plain.poisson
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")  # the declared env default, as Locust's parser has it
+    assert RunOptions.parse(None).api_key == "sk-from-env"
+    monkeypatch.delenv("OPENAI_API_KEY")
+    declared = options_module.declared_defaults()
+    changed = {**declared, "request_timeout": "2m", "capacity_max": 7, "api": "completions", "arrival": "constant"}
+    monkeypatch.setattr(options_module, "declared_defaults", lambda: changed)
+    moved = RunOptions.parse(None)
+    assert (moved.request_timeout_s, moved.capacity_max, moved.api, moved.poisson) == (120.0, 7, "completions", False)
+    assert dataclasses.replace(moved, request_timeout_s=600.0, capacity_max=1024, api="chat", poisson=True) == plain
+
+
+def test_typed_values() -> None:
     opts = RunOptions.parse(SimpleNamespace(
         max_tokens=64, temperature="0.7", extra_body='{"top_k": 5}', wait_time="0.5-2", steps="2x10,4x20",
         arrival="constant", arrival_rate=12.5, no_continuous_usage=True, api_key="sk-secret", gpus=8))  # fmt: skip

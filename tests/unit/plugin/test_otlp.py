@@ -14,8 +14,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from tests.conftest import ROOT
 from tests.fakes.otlp_spans import export_body, llm_request_span, post
-from workloads.rundir import SPANS_FILE
-from workloads.rundir.spans import read_spans
+from tokenstorm.workloads.rundir import SPANS_FILE
+from tokenstorm.workloads.rundir.spans import read_spans
 
 T1, T2, T3 = "0af7651916cd43dd8448eb211c80319c", "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b700f067aa0ba902b7"
 
@@ -26,7 +26,7 @@ import logging, sys
 from pathlib import Path
 import gevent
 from gevent.fileobject import FileObject
-from workloads.plugin.core.otlp import OtlpReceiver
+from tokenstorm.workloads.plugin.core.otlp import OtlpReceiver
 
 logging.basicConfig(level=logging.INFO, format="%(message)s")
 receiver = OtlpReceiver("127.0.0.1", 0)

@@ -1,4 +1,4 @@
-"""The progress lines' figures and words (:mod:`workloads.plugin.core.progress`): rates and TTFT percentiles
+"""The progress lines' figures and words (:mod:`tokenstorm.workloads.plugin.core.progress`): rates and TTFT percentiles
 of the last 10 s as numpy computes them, errors with their share and commonest category, a clock that
 cannot be trusted said in the line as it is judged live (the web UI's own judgement), its reason cut to
 keep the line within 100 characters (the verdict words stay)."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from workloads.plugin.core.progress import (
+from tokenstorm.workloads.plugin.core.progress import (
     WINDOW_S,
     Outcomes,
     Progress,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from workloads.plugin.core.server_timing import SAMPLE, ServerTimingHint
+from tokenstorm.workloads.plugin.core.server_timing import SAMPLE, ServerTimingHint
 
 
 def _row(ok: bool = True, stream: bool = True, **timing: float) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from workloads.rundir import read_records
+from tokenstorm.workloads.rundir import read_records
 
 # In a process of its own: importing Locust patches the standard library. The reports travel as Locust sends
 # them: msgpack'd by its Message, unpacked on the master's side.
@@ -23,9 +23,9 @@ from pathlib import Path
 from locust import User, events
 from locust.env import Environment
 from locust.rpc.protocol import Message
-from workloads.plugin.core import master_watch, shipping
-from workloads.plugin.core.context import context
-from workloads.rundir import RequestRecord
+from tokenstorm.workloads.plugin.core import master_watch, shipping
+from tokenstorm.workloads.plugin.core.context import context
+from tokenstorm.workloads.rundir import RequestRecord
 
 class Idle(User):
     abstract = True

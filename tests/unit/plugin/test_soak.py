@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from workloads.plugin.shapes.soak import DiskWatch
+from tokenstorm.workloads.plugin.shapes.soak import DiskWatch
 
 GIB = 2**30
 

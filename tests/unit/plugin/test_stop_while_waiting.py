@@ -18,10 +18,10 @@ import gevent, gevent.monkey
 from locust import constant, events, task
 from locust.env import Environment
 from locust.user.task import LOCUST_STATE_WAITING
-from emulator import EmulatorProcess
-from workloads.client import CompletionRequest
-from workloads.plugin.core.context import context
-from workloads.plugin.users import workload
+from tokenstorm.emulator import EmulatorProcess
+from tokenstorm.workloads.client import CompletionRequest
+from tokenstorm.workloads.plugin.core.context import context
+from tokenstorm.workloads.plugin.users import workload
 
 seen = []
 stop = workload.LlmUser.stop

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from tests.conftest import ROOT
-from workloads.traffic.checks import NOT_JUDGED_STOPPED
+from tokenstorm.workloads.traffic.checks import NOT_JUDGED_STOPPED
 
 # In a process of its own: importing Locust patches the standard library (cooperative pipes, as in a run).
 _SCRIPT = """
@@ -18,11 +18,11 @@ import json, os, sys, types
 import gevent
 from locust import User, events
 from locust.env import Environment
-from emulator import EmulatorProcess
-from workloads.client import CompletionRequest, LlmClient
-from workloads.plugin.core.context import context
-from workloads.plugin.users import workload
-from workloads.traffic.user_checks import load_user_check
+from tokenstorm.emulator import EmulatorProcess
+from tokenstorm.workloads.client import CompletionRequest, LlmClient
+from tokenstorm.workloads.plugin.core.context import context
+from tokenstorm.workloads.plugin.users import workload
+from tokenstorm.workloads.traffic.user_checks import load_user_check
 
 class Idle(User):
     abstract = True

@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from reports import load_slo_spec, measure_sweep_level
 from tests.conftest import request
-from workloads.plugin.shapes.levels import level_line
-from workloads.rundir import RequestRecord, SweepLevel
+from tokenstorm.reports import load_slo_spec, measure_sweep_level
+from tokenstorm.workloads.plugin.shapes.levels import level_line
+from tokenstorm.workloads.rundir import RequestRecord, SweepLevel
 
 SPEC = load_slo_spec(text="slos:\n  chat:\n    ttft_ms: {p95: 200}\n    error_rate: {max: 0.01}\n")
 

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from workloads.plugin.core.options import OptionError, RunOptions
-from workloads.plugin.shapes.levels import auto_levels, plateau_reason
-from workloads.rundir import SweepLevel, SweepResult, read_sweep, sweep_knee, write_sweep
+from tokenstorm.workloads.plugin.core.options import OptionError, RunOptions
+from tokenstorm.workloads.plugin.shapes.levels import auto_levels, plateau_reason
+from tokenstorm.workloads.rundir import SweepLevel, SweepResult, read_sweep, sweep_knee, write_sweep
 
 
 def level(users: int, rps: float, held: bool, kind: str = "level") -> SweepLevel:

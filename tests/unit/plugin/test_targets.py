@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from workloads.plugin.core.options import OptionError, RunOptions
-from workloads.plugin.core.targets import parse_targets
+from tokenstorm.workloads.plugin.core.options import OptionError, RunOptions
+from tokenstorm.workloads.plugin.core.targets import parse_targets
 
 
 def test_labels_urls_and_default_labels() -> None:
@@ -50,7 +50,7 @@ def test_targets_from_a_workload_file_and_the_option_wins(tmp_path: Path) -> Non
 
 
 def test_the_workload_file_check_accepts_targets(tmp_path: Path) -> None:
-    from workloads.traffic import settings_from_options
+    from tokenstorm.workloads.traffic import settings_from_options
 
     wf = tmp_path / "ab.yaml"
     wf.write_text("targets: [http://a:8000]\nworkloads:\n  chat: {weight: 5}\n")

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from reports import load_slo_spec
-from reports.data.rundir import RunData
-from reports.sections.sweep.verdict import sweep_block, sweep_verdict
-from workloads.plugin.shapes.levels import capacity_result, judge_step, untrusted_reason, with_timing
-from workloads.rundir import (
+from tokenstorm.reports import load_slo_spec
+from tokenstorm.reports.data.rundir import RunData
+from tokenstorm.reports.sections.sweep.verdict import sweep_block, sweep_verdict
+from tokenstorm.workloads.plugin.shapes.levels import capacity_result, judge_step, untrusted_reason, with_timing
+from tokenstorm.workloads.rundir import (
     CapacityStep,
     LoadSample,
     RunMeta,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workloads.plugin.core.rates import TokenRate
+from tokenstorm.workloads.plugin.core.rates import TokenRate
 
 
 def test_a_rate_nobody_reads_keeps_only_its_window() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import LOCUST, ROOT
-from workloads.plugin.core.options import warmup_problem
+from tokenstorm.workloads.plugin.core.options import warmup_problem
 
 
 def test_a_warmup_shorter_than_the_run_or_a_run_of_no_set_length_is_fine() -> None:

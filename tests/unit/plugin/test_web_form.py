@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from workloads.plugin.core.flags import MONITORS, OUTPUT, SHAPES, TARGET, TOPICS, VERDICT, WORKLOADS
-from workloads.plugin.core.options import OPTION_DESTS
-from workloads.plugin.web.form import GROUPS, form_layout, group_of, trim_extra_options
+from tokenstorm.workloads.plugin.core.flags import MONITORS, OUTPUT, SHAPES, TARGET, TOPICS, VERDICT, WORKLOADS
+from tokenstorm.workloads.plugin.core.options import OPTION_DESTS
+from tokenstorm.workloads.plugin.web.form import GROUPS, form_layout, group_of, trim_extra_options
 
 SHAPE_FIELDS = {"steps", "capacity_start", "capacity_step", "capacity_step_time", "capacity_max", "sweep_levels",
                 "sweep_level_time", "sweep_count", "sweep_max_users"}  # fmt: skip

@@ -9,11 +9,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from reports import load_slo_spec
-from workloads.plugin.web.final import UNTRUSTED, final_slo_rows, final_timing_status, total_label
-from workloads.plugin.web.live_slo import judge_recent
-from workloads.plugin.web.server_history import LoadHistory
-from workloads.rundir import FIDELITY_MIN_LATE
+from tokenstorm.reports import load_slo_spec
+from tokenstorm.workloads.plugin.web.final import UNTRUSTED, final_slo_rows, final_timing_status, total_label
+from tokenstorm.workloads.plugin.web.live_slo import judge_recent
+from tokenstorm.workloads.plugin.web.server_history import LoadHistory
+from tokenstorm.workloads.rundir import FIDELITY_MIN_LATE
 
 T0 = 1_700_000_000.0
 SPEC = load_slo_spec(text="slos:\n  run:\n    error_rate: {max: 0.01}\n")
@@ -122,7 +122,7 @@ def test_the_cause_is_looked_for_over_the_window_so_the_status_does_not_flip_wit
 
 
 def test_the_consoles_progress_line_says_the_live_timing_states_as_the_web_ui_does() -> None:
-    from workloads.plugin.core.progress import Progress, Timing, timing_text
+    from tokenstorm.workloads.plugin.core.progress import Progress, Timing, timing_text
 
     def said(row: dict[str, Any]) -> str:
         return timing_text(Progress(elapsed_s=30.0, remaining_s=None, stage=None, warmup=False, users=10,

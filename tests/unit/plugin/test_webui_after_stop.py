@@ -13,19 +13,19 @@ from typing import Any
 
 import pytest
 
-from reports import build_report, load_slo_spec
 from tests.conftest import ROOT, make_run_dir, request
-from workloads.plugin.web.live import POINT_WINDOW_S
-from workloads.plugin.web.server_history import ServerHistory, WindowedRatio, latest_gpus
-from workloads.rundir import read_summary
+from tokenstorm.reports import build_report, load_slo_spec
+from tokenstorm.workloads.plugin.web.live import POINT_WINDOW_S
+from tokenstorm.workloads.plugin.web.server_history import ServerHistory, WindowedRatio, latest_gpus
+from tokenstorm.workloads.rundir import read_summary
 
 # In a process of its own: importing the web UI imports Locust, which patches the standard library.
 _PAYLOAD = """
 import json, sys
 from pathlib import Path
 from types import SimpleNamespace
-from workloads.plugin.core.context import context
-from workloads.plugin.web.webui_live import LiveState, live_payload
+from tokenstorm.workloads.plugin.core.context import context
+from tokenstorm.workloads.plugin.web.webui_live import LiveState, live_payload
 
 class Environment:  # what live_payload reads of Locust's (hashable and weak-referenceable, as it is)
     def __init__(self, state, users, rps):
@@ -152,7 +152,7 @@ def test_ab_runs_get_a_server_line_and_a_table_row_per_target(tmp_path: Path) ->
 
 
 def test_after_the_run_the_charts_get_their_last_points_up_to_its_end() -> None:
-    from workloads.plugin.web.live import POINT_EVERY_S, SETTLE_S, LiveWindow
+    from tokenstorm.workloads.plugin.web.live import POINT_EVERY_S, SETTLE_S, LiveWindow
 
     t0 = 1_700_000_000.0
     live = LiveWindow(lambda: t0 + 21.0)  # 21 s in: points up to t0 + 14 are due (they wait SETTLE_S)

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reports import SloSpecError, build_report, console_block, evaluate, load_run, load_slo_spec, summarize
 from tests.unit.reports.test_headline import figures
-from workloads.rundir import RequestRecord, RunMeta, SegmentWriter, write_run_meta
+from tokenstorm.reports import SloSpecError, build_report, console_block, evaluate, load_run, load_slo_spec, summarize
+from tokenstorm.workloads.rundir import RequestRecord, RunMeta, SegmentWriter, write_run_meta
 
 
 def _write_run(path: Path, rows: list[dict], meta: dict | None = None) -> Path:
@@ -217,8 +217,8 @@ def test_live_export_of_tool_call_timing_matches_numpy_on_the_records() -> None:
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.parser import text_string_to_metric_families
 
-    from reports.judging.alerts import alert_rules
-    from workloads.plugin.export.prometheus import LATENCY_BUCKETS_S, ClientMetrics
+    from tokenstorm.reports.judging.alerts import alert_rules
+    from tokenstorm.workloads.plugin.export.prometheus import LATENCY_BUCKETS_S, ClientMetrics
 
     rows = _agent_rows(sessions=30)
     metrics = ClientMetrics()

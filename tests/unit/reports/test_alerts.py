@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reports import load_slo_spec
-from reports.judging.alerts import alert_rules
-from workloads.rundir import series
+from tokenstorm.reports import load_slo_spec
+from tokenstorm.reports.judging.alerts import alert_rules
+from tokenstorm.workloads.rundir import series
 
 SLO = """gpus: 2
 slos:
@@ -82,11 +82,12 @@ def test_rules_for_every_judgeable_target(tmp_path: Path) -> None:
 def test_command_line_writes_rules_and_names_what_it_skipped(tmp_path: Path) -> None:
     slo = tmp_path / "slo.yaml"
     slo.write_text(SLO)
-    proc = subprocess.run([sys.executable, "-m", "reports", "alert-rules", str(slo)], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "tokenstorm.reports", "alert-rules", str(slo)], capture_output=True,
+        text=True,
                           timeout=60)  # fmt: skip
     assert proc.returncode == 0 and len(yaml.safe_load(proc.stdout)["groups"][0]["rules"]) == 7
     assert "no rule for run gpu_memory_gb max <= 58" in proc.stderr
-    bad = subprocess.run([sys.executable, "-m", "reports", "alert-rules", str(slo), "--window", "five"],
+    bad = subprocess.run([sys.executable, "-m", "tokenstorm.reports", "alert-rules", str(slo), "--window", "five"],
                          capture_output=True, text=True, timeout=60)  # fmt: skip
     assert bad.returncode == 2 and "--window 'five'" in bad.stderr
 

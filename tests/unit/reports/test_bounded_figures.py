@@ -12,11 +12,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from reports import build_report
-from reports.data.rundir import load_run
-from reports.judging.intervals import run_itl_design_effect, run_itl_design_effects, scopes_itl_design_effects
-from workloads.rundir import SEGMENTS_DIR, read_requests_frame
-from workloads.rundir.segments import rows_to_batch, write_parquet_segment
+from tokenstorm.reports import build_report
+from tokenstorm.reports.data.rundir import load_run
+from tokenstorm.reports.judging.intervals import (
+    run_itl_design_effect,
+    run_itl_design_effects,
+    scopes_itl_design_effects,
+)
+from tokenstorm.workloads.rundir import SEGMENTS_DIR, read_requests_frame
+from tokenstorm.workloads.rundir.segments import rows_to_batch, write_parquet_segment
 
 N = 30_000  # four segments of 8,000 rows, read in batches of 8,192: columns and categories cross both
 

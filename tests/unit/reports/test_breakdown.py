@@ -13,13 +13,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from reports import build_report, compare_runs, console_block, load_slo_spec
-from reports.compare.text import comparison_text
-from reports.data.rundir import load_run
-from reports.judging.breakdown import split_means
-from reports.judging.slo import judged_mask
-from reports.judging.slo_spec import NO_SERVER_TIMING, SloSpecError
 from tests.conftest import make_run_dir, request
+from tokenstorm.reports import build_report, compare_runs, console_block, load_slo_spec
+from tokenstorm.reports.compare.text import comparison_text
+from tokenstorm.reports.data.rundir import load_run
+from tokenstorm.reports.judging.breakdown import split_means
+from tokenstorm.reports.judging.slo import judged_mask
+from tokenstorm.reports.judging.slo_spec import NO_SERVER_TIMING, SloSpecError
 
 #: (record field, summary key stem, the range its values are drawn from, ms) — the ranges do not overlap
 PARTS = (

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from reports import build_report, load_slo_spec
 from tests.conftest import make_run_dir, request
-from workloads.rundir import CapacityResult, CapacityStep, write_capacity
+from tokenstorm.reports import build_report, load_slo_spec
+from tokenstorm.workloads.rundir import CapacityResult, CapacityStep, write_capacity
 
 SPEC = load_slo_spec(text="slos:\n  chat:\n    ttft_ms: {p95: 250}\n    error_rate: {max: 0.01}\n")
 STEP_S = 10.0

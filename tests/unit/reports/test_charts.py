@@ -10,14 +10,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reports import load_run, load_slo_spec
-from reports.judging.slo import judged_mask
-from reports.render.charts import ASSETS, MAX_POINTS, UPLOT_VERSION, Chart, page_json, script_assets, series, thinned
-from reports.render.distributions import PERCENTILE_GRID, distribution_charts
-from reports.render.plots import WARMUP_LABEL, time_bins
-from reports.render.timeseries import timeseries_charts
 from tests.conftest import make_run_dir, request
-from workloads.rundir import GpuSample, ServerSample, to_line
+from tokenstorm.reports import load_run, load_slo_spec
+from tokenstorm.reports.judging.slo import judged_mask
+from tokenstorm.reports.render.charts import (
+    ASSETS,
+    MAX_POINTS,
+    UPLOT_VERSION,
+    Chart,
+    page_json,
+    script_assets,
+    series,
+    thinned,
+)
+from tokenstorm.reports.render.distributions import PERCENTILE_GRID, distribution_charts
+from tokenstorm.reports.render.plots import WARMUP_LABEL, time_bins
+from tokenstorm.reports.render.timeseries import timeseries_charts
+from tokenstorm.workloads.rundir import GpuSample, ServerSample, to_line
 
 T0 = 1000.0
 WARMUP_S = 10.0
@@ -91,7 +100,7 @@ def test_every_over_time_chart_names_its_quantity_and_unit(tmp_path: Path) -> No
     for c in charts.values():
         assert c.kind == "time" and "(s)" in c.x_label and c.y_label.strip() and c.series, c.id
     assert "(ms)" in charts["latency"].y_label and "tokens/s" in charts["throughput"].y_label
-    # the legend writes each value as the page writes its unit (reports/judging/formats.py)
+    # the legend writes each value as the page writes its unit (tokenstorm/reports/judging/formats.py)
     units = {c.id: c.unit for c in charts.values()}
     assert (units["latency"], units["throughput"], units["errors"], units["users"]) == ("ms", "tok_s", "per_s", "count")
     assert units["vllm-kv-cache"] == units["gpu-util"] == "percent" and units["vllm-requests"] == "count"

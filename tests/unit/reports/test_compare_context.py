@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from reports import compare_runs
 from tests.conftest import make_run_dir, request
+from tokenstorm.reports import compare_runs
 
 CACHE = {"block_size": "16", "enable_prefix_caching": "True", "cache_dtype": "auto", "gpu_memory_utilization": "0.9"}
 
@@ -186,7 +186,8 @@ def test_cli_keeps_its_exit_codes_and_writes_the_html(tmp_path: Path) -> None:
     out = tmp_path / "cmp.html"
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "reports", "compare", *args], capture_output=True, text=True,
+        return subprocess.run([sys.executable, "-m", "tokenstorm.reports", "compare", *args], capture_output=True,
+            text=True,
                               timeout=120)  # fmt: skip
 
     slower = cli(str(a), str(b), "--html", str(out))

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from reports import compare_runs
-from reports.compare.runs import CompareInputError
 from tests.conftest import make_run_dir, request
+from tokenstorm.reports import compare_runs
+from tokenstorm.reports.compare.runs import CompareInputError
 
 FOREIGN = Path(__file__).resolve().parents[2] / "fixtures" / "foreign"
 VLLM = FOREIGN / "vllm-bench-serve-0.32.0.json"  # --metric-percentiles 50,90,95,99, all four metrics
@@ -144,7 +144,7 @@ def test_a_malformed_file_is_one_line_and_exit_code_2(tmp_path: Path, content: s
     bad.write_text(content)
     with pytest.raises(CompareInputError, match=r"bad\.json"):
         compare_runs([bad, VLLM])
-    proc = subprocess.run([sys.executable, "-m", "reports", "compare", str(VLLM), str(bad)],
+    proc = subprocess.run([sys.executable, "-m", "tokenstorm.reports", "compare", str(VLLM), str(bad)],
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and says in proc.stderr and "Traceback" not in proc.stderr

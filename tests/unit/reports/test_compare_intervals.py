@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from reports import build_report, compare_runs
-from reports.compare.model import fmt_interval
-from reports.compare.significance import change_interval, judge
-from reports.judging.intervals import proportion_interval, quantile_interval
 from tests.conftest import make_run_dir, request
+from tokenstorm.reports import build_report, compare_runs
+from tokenstorm.reports.compare.model import fmt_interval
+from tokenstorm.reports.compare.significance import change_interval, judge
+from tokenstorm.reports.judging.intervals import proportion_interval, quantile_interval
 
 FOREIGN = Path(__file__).resolve().parents[2] / "fixtures" / "foreign"
 
@@ -199,7 +199,7 @@ def test_the_cli_takes_a_confidence_and_refuses_a_bad_one_in_a_line(tmp_path: Pa
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "reports", "compare", str(a), str(b), *args],
+            [sys.executable, "-m", "tokenstorm.reports", "compare", str(a), str(b), *args],
             capture_output=True,
             text=True,
             timeout=120,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from reports import compare_runs
 from tests.conftest import make_run_dir, request
+from tokenstorm.reports import compare_runs
 
 
 def _run(path: Path, wrong_every: int) -> Path:

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from reports import compare_runs
 from tests.conftest import make_run_dir, request
+from tokenstorm.reports import compare_runs
 
 LONG = "2026-12-03T08-37-10_mixed_SIMULATED_a-rather-long-label-for-the-fp8-deployment"
 
@@ -135,7 +135,7 @@ def test_the_cli_prints_the_summary_by_default_and_every_figure_with_the_flag(tm
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "reports", "compare", str(a), str(b), *args],
+            [sys.executable, "-m", "tokenstorm.reports", "compare", str(a), str(b), *args],
             capture_output=True,
             text=True,
             timeout=120,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from reports import build_report
 from tests.conftest import make_run_dir, request
+from tokenstorm.reports import build_report
 
 LOST = {"workers_seen": ["w1", "w2"], "workers_lost": {"w2": {"detected_epoch_s": 1005.0}}, "status": "finished"}
 

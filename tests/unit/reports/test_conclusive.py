@@ -1,4 +1,5 @@
-"""What ``--until-conclusive`` asks of a run so far (``reports.judging.conclusive``): every SLO held or failed
+"""What ``--until-conclusive`` asks of a run so far (``tokenstorm.reports.judging.conclusive``): every SLO held or
+failed
 by its interval, judged on the run directory as the final report judges it; a target measured on nothing yet
 is not an answer (a workload with no request so far is no failure). Constructed run directories, and the
 child process the load generator asks, over its pipe."""
@@ -12,11 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
-from reports import load_slo_spec
-from reports.data.rundir import load_run
-from reports.judging.conclusive import answer
 from tests.conftest import ROOT, make_run_dir, request
-from workloads.rundir.procs import child_env
+from tokenstorm.reports import load_slo_spec
+from tokenstorm.reports.data.rundir import load_run
+from tokenstorm.reports.judging.conclusive import answer
+from tokenstorm.workloads.rundir.procs import child_env
 
 AT_95 = {"options": {"confidence": 0.95}}
 
@@ -56,7 +57,7 @@ def test_the_child_answers_each_check_on_its_pipe(tmp_path: Path) -> None:
         {"run_dir": str(tmp_path / "missing"), "slo": "", "slo_text": None},
     ]
     proc = subprocess.run(
-        [sys.executable, "-m", "reports.judging.conclusive"],
+        [sys.executable, "-m", "tokenstorm.reports.judging.conclusive"],
         input="".join(json.dumps(a) + "\n" for a in asks),
         capture_output=True,
         text=True,

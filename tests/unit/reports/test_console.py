@@ -1,4 +1,5 @@
-"""The closing block's lines (:func:`reports.console_block`): each workload's sessions counted apart (a chat's
+"""The closing block's lines (:func:`tokenstorm.reports.console_block`): each workload's sessions counted apart (a
+chat's
 are not an agent's, as the report has them), the cost when a GPU-hour price is given, and no line over 100
 characters however long the workload names and figures."""
 
@@ -6,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reports import build_report, console_block, load_slo_spec
 from tests.conftest import make_run_dir, request
+from tokenstorm.reports import build_report, console_block, load_slo_spec
 
 
 def _sessions(workload: str, count: int, steps: int, first: int, step_ms: float) -> list[dict]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from scipy import optimize, special, stats
 
-from reports.judging.distributions import binom_cdf, binom_ppf, chi2_ppf, norm_ppf, root, t_ppf
+from tokenstorm.reports.judging.distributions import binom_cdf, binom_ppf, chi2_ppf, norm_ppf, root, t_ppf
 
 ROOT = Path(__file__).resolve().parents[3]
 PROBS = (1e-9, 0.0005, 0.005, 0.025, 0.05, 0.1, 0.5, 0.9, 0.95, 0.975, 0.995, 0.9995)
@@ -54,7 +54,7 @@ def test_a_report_loads_neither_scipy_stats_nor_matplotlib_until_it_draws_a_figu
         "load_slo_spec(None)\n"
         "heavy = ('scipy.stats', 'scipy.optimize', 'matplotlib')\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"
-        "from reports.render.plots import new_figure\n"
+        "from tokenstorm.reports.render.plots import new_figure\n"
         "new_figure(1, 1, 2.0)\n"
         "print('matplotlib.pyplot' in sys.modules, sys.modules['matplotlib'].get_backend())\n"
     )

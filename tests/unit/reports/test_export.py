@@ -1,4 +1,4 @@
-"""``python -m reports export``: a folder that does not exist is said as such, and a write that fails
+"""``python -m tokenstorm.reports export``: a folder that does not exist is said as such, and a write that fails
 (a full disk) is one line naming the file, with no traceback and no ``.tmp`` file left."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from reports.__main__ import main
 from tests.small_disk import needs_root, small_disk
-from workloads.rundir import SEGMENTS_DIR, RequestRecord, SegmentWriter
+from tokenstorm.reports.__main__ import main
+from tokenstorm.workloads.rundir import SEGMENTS_DIR, RequestRecord, SegmentWriter
 
 __all__ = ["small_disk"]  # the fixture, used by name
 
@@ -38,7 +38,7 @@ def test_a_folder_that_does_not_exist_is_said_so(tmp_path: Path, capsys: pytest.
     missing = tmp_path / "runs" / "no-such-run"
     assert main(["export", str(missing), "--jsonl"]) == 2
     err = capsys.readouterr().err
-    assert err == f"reports: {missing}: no such folder\n"
+    assert err == f"tokenstorm.reports: {missing}: no such folder\n"
 
 
 def test_a_run_without_segments_says_its_records_are_json_lines_already(
@@ -47,7 +47,7 @@ def test_a_run_without_segments_says_its_records_are_json_lines_already(
     assert main(["export", str(tmp_path), "--jsonl"]) == 2
     assert (
         capsys.readouterr().err
-        == f"reports: {tmp_path} has no requests/ segments (its records are already JSON lines?)\n"
+        == f"tokenstorm.reports: {tmp_path} has no requests/ segments (its records are already JSON lines?)\n"
     )
 
 
@@ -59,5 +59,5 @@ def test_a_full_disk_is_one_line_naming_the_file(
     target = small_disk(16) / "requests.jsonl"
     assert main(["export", str(run_dir), "--jsonl", "-o", str(target)]) == 2
     err = capsys.readouterr().err
-    assert err == f"reports: disk full: could not write records to {target} (No space left on device)\n"
+    assert err == f"tokenstorm.reports: disk full: could not write records to {target} (No space left on device)\n"
     assert list(target.parent.iterdir()) == []  # neither the file nor its .tmp

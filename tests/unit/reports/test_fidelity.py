@@ -11,9 +11,9 @@ import markupsafe
 import numpy as np
 import pandas as pd
 
-from reports import build_report, evaluate_fidelity
 from tests.conftest import make_run_dir, request
-from workloads.rundir import LoadSample
+from tokenstorm.reports import build_report, evaluate_fidelity
+from tokenstorm.workloads.rundir import LoadSample
 
 EVENTS = 100  # token events per streamed record below
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from reports import build_report, load_slo_spec
 from tests.conftest import ROOT, make_run_dir, request
-from workloads.rundir import GpuSample, to_line
+from tokenstorm.reports import build_report, load_slo_spec
+from tokenstorm.workloads.rundir import GpuSample, to_line
 
 SLO = "slos:\n  '*':\n    ttft_ms: {p95: 800}\n    error_rate: {max: 1%}\n  run:\n    gpu_memory_gb: {max: 58}\n"
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reports import build_report, console_block, load_slo_spec
 from tests.conftest import make_run_dir, request
-from workloads.plugin.core.flags import TOPICS
-from workloads.plugin.core.options import recorded_options
+from tokenstorm.reports import build_report, console_block, load_slo_spec
+from tokenstorm.workloads.plugin.core.flags import TOPICS
+from tokenstorm.workloads.plugin.core.options import recorded_options
 
 
 class _Figures(HTMLParser):

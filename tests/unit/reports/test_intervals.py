@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from reports.judging import intervals as iv
-from workloads.rundir import frame_from_rows
+from tokenstorm.reports.judging import intervals as iv
+from tokenstorm.workloads.rundir import frame_from_rows
 
 TRIALS = 1000
 LOGNORMAL_SIGMA = 1.0  # a skewed latency-like distribution: p99 is 10× the median

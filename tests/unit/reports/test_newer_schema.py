@@ -23,8 +23,8 @@ def test_a_newer_file_in_a_run_is_one_line_naming_it_and_exit_2(tmp_path: Path, 
     else:
         path.write_text(path.read_text().replace('"schema": 1', '"schema": 7').replace('"schema":1', '"schema":7'))
     built = subprocess.run(
-        [sys.executable, "-m", "reports", "build", str(run_dir)], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "tokenstorm.reports", "build", str(run_dir)], capture_output=True, text=True, timeout=120
     )
     assert built.returncode == 2 and "Traceback" not in built.stderr, built.stderr
-    assert built.stderr.strip() == f"reports: {path}: schema 7 is newer than this tokenstorm reads (1)"
+    assert built.stderr.strip() == f"tokenstorm.reports: {path}: schema 7 is newer than this tokenstorm reads (1)"
     assert not (run_dir / "report.html").exists() and not (run_dir / "summary.json").exists()

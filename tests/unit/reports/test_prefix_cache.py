@@ -12,13 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reports import build_report, console_block, load_run, load_slo_spec, summarize
-from reports.data.cache import counter_increase
-from reports.render.plots import CACHE_PANEL_TITLE, time_bins
-from reports.render.timeseries import timeseries_charts
 from tests.unit.reports.test_agent_report import _write_run
 from tests.unit.reports.test_headline import figures
-from workloads.rundir import ServerSample, to_line
+from tokenstorm.reports import build_report, console_block, load_run, load_slo_spec, summarize
+from tokenstorm.reports.data.cache import counter_increase
+from tokenstorm.reports.render.plots import CACHE_PANEL_TITLE, time_bins
+from tokenstorm.reports.render.timeseries import timeseries_charts
+from tokenstorm.workloads.rundir import ServerSample, to_line
 
 
 def _rows(n: int = 80, seed: int = 5, target: str = "") -> list[dict]:
@@ -209,7 +209,7 @@ def test_live_export_splits_prompt_tokens_by_cache_as_the_report_counts_them() -
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.parser import text_string_to_metric_families
 
-    from workloads.plugin.export.prometheus import ClientMetrics
+    from tokenstorm.workloads.plugin.export.prometheus import ClientMetrics
 
     rows = _rows()
     metrics = ClientMetrics()
@@ -231,8 +231,8 @@ def test_live_export_splits_prompt_tokens_by_cache_as_the_report_counts_them() -
 
 
 def test_compare_shows_the_hit_rate_and_its_change_in_percentage_points(tmp_path: Path) -> None:
-    from reports.compare.html import render_comparison
-    from reports.compare.runs import compare_runs
+    from tokenstorm.reports.compare.html import render_comparison
+    from tokenstorm.reports.compare.runs import compare_runs
 
     cold = [{**r, "cached_tokens": 0} for r in _rows()]
     dirs = [_write_run(tmp_path / "cold", cold), _write_run(tmp_path / "warm", _rows())]

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reports import SloSpecError, build_report, console_block, evaluate, load_run, load_slo_spec
 from tests.unit.reports.test_agent_report import _write_run
+from tokenstorm.reports import SloSpecError, build_report, console_block, evaluate, load_run, load_slo_spec
 
 CHECKS = {"chat": ("script", "repetition", "complete"), "contract": ("needle",), "code": ("code_language",),
           "mine": ("my_check",)}  # fmt: skip
@@ -223,7 +223,7 @@ def test_consistency_from_probes_jsonl_counts_changed_answers_and_reads_defensiv
 
 
 def test_a_sweep_level_is_judged_on_its_answers_quality_too() -> None:
-    from reports import measure_sweep_level
+    from tokenstorm.reports import measure_sweep_level
 
     rows = [r for r in quality_rows() if r["workload"] == "contract"]
     spec = load_slo_spec(text="slos:\n  contract:\n    quality_needle: {min: 99%}\n    e2e_ms: {p95: 60000}\n")
@@ -240,7 +240,7 @@ def test_live_export_counts_each_check_by_result_as_the_records_say() -> None:
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.parser import text_string_to_metric_families
 
-    from workloads.plugin.export.prometheus import ClientMetrics
+    from tokenstorm.workloads.plugin.export.prometheus import ClientMetrics
 
     rows = quality_rows()
     metrics = ClientMetrics()
@@ -275,7 +275,7 @@ def test_ab_targets_are_judged_on_their_own_answers(tmp_path: Path) -> None:
 
 
 def test_alert_rule_for_one_checks_pass_rate_reads_the_live_counter() -> None:
-    from reports.judging.alerts import alert_rules
+    from tokenstorm.reports.judging.alerts import alert_rules
 
     rules = alert_rules(
         load_slo_spec(text="slos:\n  contract:\n    quality_needle: {min: 90%}\n    quality: {min: 1%}\n")

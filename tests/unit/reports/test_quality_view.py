@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
-from reports import build_report, load_slo_spec
-from reports.sections.quality.view import FAILED_ANSWERS_SHOWN
 from tests.unit.reports.test_agent_report import _write_run
 from tests.unit.reports.test_quality import SCRIPT, SLO, _probe, _reference, quality_rows
-from workloads.rundir import (
+from tokenstorm.reports import build_report, load_slo_spec
+from tokenstorm.reports.sections.quality.view import FAILED_ANSWERS_SHOWN
+from tokenstorm.workloads.rundir import (
     CapacityResult,
     CapacityStep,
     LoadSample,

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reports import build_report
-from reports.render.charts import MAX_POINTS
 from tests.conftest import make_run_dir, request
-from workloads.rundir import GpuSample, ServerSample, to_line
+from tokenstorm.reports import build_report
+from tokenstorm.reports.render.charts import MAX_POINTS
+from tokenstorm.workloads.rundir import GpuSample, ServerSample, to_line
 
 T0 = 1000.0
 RUN_S = 30 * 60

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reports import SloSpecError, evaluate, load_run, load_slo_spec, summarize
 from tests.conftest import make_run_dir, request
+from tokenstorm.reports import SloSpecError, evaluate, load_run, load_slo_spec, summarize
 
 
 def spec(text: str):  # type: ignore[no-untyped-def]
@@ -129,7 +129,7 @@ def test_an_invalid_slo_file_is_said_by_line_and_reason_never_by_its_text(tmp_pa
 
 
 def test_percentile_method_matches_numpy_linear() -> None:
-    from reports.judging.slo import stat_of
+    from tokenstorm.reports.judging.slo import stat_of
 
     values = np.random.default_rng(1).lognormal(size=999)
     assert stat_of(values, "p99.9") == pytest.approx(np.percentile(values, 99.9))

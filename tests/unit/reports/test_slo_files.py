@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from reports import SloSpecError, load_slo_spec
 from tests.fakes.files import BOM, PNG, RANDOM, first_bad_byte
+from tokenstorm.reports import SloSpecError, load_slo_spec
 
 SLO = b"slos:\n  chat:\n    ttft_ms: {p95: 800}\n"
 

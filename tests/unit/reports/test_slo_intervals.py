@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from reports.build import build_report
-from reports.judging.intervals import quantile_interval
-from reports.judging.slo_spec import load_slo_spec
-from reports.render.console import console_block
 from tests.conftest import make_run_dir, request
+from tokenstorm.reports.build import build_report
+from tokenstorm.reports.judging.intervals import quantile_interval
+from tokenstorm.reports.judging.slo_spec import load_slo_spec
+from tokenstorm.reports.render.console import console_block
 
 AT_95 = {"options": {"confidence": 0.95}}
 
@@ -133,7 +133,7 @@ def test_reports_build_takes_a_confidence_and_refuses_a_percent_in_one_line(
     ttfts = _ttfts(60)
     run_dir = _run(tmp_path, ttfts)
     (tmp_path / "slo.yaml").write_text(f"slos:\n  chat:\n    ttft_ms: {{p50: {np.percentile(ttfts, 50) * 0.99:.2f}}}\n")
-    cmd = [sys.executable, "-m", "reports", "build", str(run_dir), "--slo", str(tmp_path / "slo.yaml")]
+    cmd = [sys.executable, "-m", "tokenstorm.reports", "build", str(run_dir), "--slo", str(tmp_path / "slo.yaml")]
     done = subprocess.run([*cmd, "--confidence", given], capture_output=True, text=True, timeout=120)
     assert done.returncode == code, done.stdout + done.stderr
     if code == 2:

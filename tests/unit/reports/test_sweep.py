@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from reports import build_report, load_slo_spec, measure_sweep_level
 from tests.conftest import make_run_dir, request
-from workloads.rundir import RequestRecord, SweepResult, write_sweep
+from tokenstorm.reports import build_report, load_slo_spec, measure_sweep_level
+from tokenstorm.workloads.rundir import RequestRecord, SweepResult, write_sweep
 
 SPEC = load_slo_spec(text="slos:\n  chat:\n    ttft_ms: {p50: 200}\n    e2e_ms: {max: 1000}\n")
 

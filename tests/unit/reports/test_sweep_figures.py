@@ -16,10 +16,10 @@ import pytest
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from reports import build_report, load_slo_spec, measure_sweep_level
-from reports.sections.sweep.plots import sweep_figures
 from tests.conftest import make_run_dir, request
-from workloads.rundir import RequestRecord, SweepResult, read_sweep, sweep_knee, write_sweep
+from tokenstorm.reports import build_report, load_slo_spec, measure_sweep_level
+from tokenstorm.reports.sections.sweep.plots import sweep_figures
+from tokenstorm.workloads.rundir import RequestRecord, SweepResult, read_sweep, sweep_knee, write_sweep
 
 SPEC = load_slo_spec(text="slos:\n  chat:\n    ttft_ms: {p95: 200}\n")
 BOUNDS = {95: 20, 99: 100}  # README: a p95 needs 20 requests, a p99 100

@@ -13,14 +13,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from reports import build_report, load_slo_spec, measure_sweep_level
-from reports.data.rundir import load_run
-from reports.judging.formats import by_key, ms, per_s, share, slo_value, tok_s
-from reports.judging.slo import SloResult
-from reports.judging.verdict_words import default_check_sentence, verdict_title
-from reports.sections.sweep.model import level_rows, workload_rows
 from tests.conftest import make_run_dir, request
-from workloads.rundir import RequestRecord, SweepResult, sweep_knee, write_sweep
+from tokenstorm.reports import build_report, load_slo_spec, measure_sweep_level
+from tokenstorm.reports.data.rundir import load_run
+from tokenstorm.reports.judging.formats import by_key, ms, per_s, share, slo_value, tok_s
+from tokenstorm.reports.judging.slo import SloResult
+from tokenstorm.reports.judging.verdict_words import default_check_sentence, verdict_title
+from tokenstorm.reports.sections.sweep.model import level_rows, workload_rows
+from tokenstorm.workloads.rundir import RequestRecord, SweepResult, sweep_knee, write_sweep
 
 SPEC = load_slo_spec(text="slos:\n  '*':\n    ttft_ms: {p95: 250}\n")
 #: users -> chat TTFT ms, code TTFT ms of the level's requests (12 each, all successful)
@@ -67,7 +67,7 @@ def _sweep_run(tmp_path: Path) -> tuple[Path, list[dict[str, Any]]]:
 def test_each_level_row_carries_every_workloads_percentiles_of_its_own_requests(tmp_path: Path) -> None:
     run_dir, records = _sweep_run(tmp_path)
     run = load_run(run_dir)
-    from workloads.rundir import read_sweep
+    from tokenstorm.workloads.rundir import read_sweep
 
     result = read_sweep(run_dir)
     assert result is not None

@@ -12,13 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from reports import build_report, load_slo_spec, measure_sweep_level
-from reports.render.junit import _sweep_cases
-from reports.sections.sweep.capacity import capacity_block, capacity_verdict
-from reports.sections.sweep.verdict import sweep_verdict
 from tests.conftest import make_run_dir, request
-from workloads.plugin.shapes.levels import capacity_result, judge_step, level_line, plateau_reason
-from workloads.rundir import (
+from tokenstorm.reports import build_report, load_slo_spec, measure_sweep_level
+from tokenstorm.reports.render.junit import _sweep_cases
+from tokenstorm.reports.sections.sweep.capacity import capacity_block, capacity_verdict
+from tokenstorm.reports.sections.sweep.verdict import sweep_verdict
+from tokenstorm.workloads.plugin.shapes.levels import capacity_result, judge_step, level_line, plateau_reason
+from tokenstorm.workloads.rundir import (
     RequestRecord,
     SweepLevel,
     SweepResult,
@@ -160,7 +160,7 @@ def test_a_capacity_step_from_too_few_requests_is_inconclusive_and_the_capacity_
     assert back is not None and back.steps[2].outcome() == "inconclusive" and back.inconclusive_users == [12]
     run_dir = make_run_dir(tmp_path / "run", [], {"status": "finished"})
     write_capacity(run_dir, result)
-    from reports.data.rundir import load_run
+    from tokenstorm.reports.data.rundir import load_run
 
     block = capacity_block(load_run(run_dir))
     assert block is not None and [s["result"] for s in block["steps"]] == ["held", "held", "inconclusive", "broken"]

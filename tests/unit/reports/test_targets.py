@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from reports import build_report, load_slo_spec
 from tests.conftest import make_run_dir, request
+from tokenstorm.reports import build_report, load_slo_spec
 
 
 def test_each_target_is_judged_on_its_own_records_with_deltas(tmp_path: Path) -> None:

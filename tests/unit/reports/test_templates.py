@@ -11,8 +11,8 @@ import jinja2
 import jinja2.bccache
 import pytest
 
-from reports.render import templates
-from reports.render.templates import page_environment
+from tokenstorm.reports.render import templates
+from tokenstorm.reports.render.templates import page_environment
 
 
 def _page(folder: Path, text: str) -> str:

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from reports import build_report, evaluate_fidelity
-from reports.judging.second_clock import second_clock
 from tests.conftest import make_run_dir, request
+from tokenstorm.reports import build_report, evaluate_fidelity
+from tokenstorm.reports.judging.second_clock import second_clock
 
 SLO = "slos:\n  chat:\n    ttft_ms: {p95: 200}\n    tpot_ms: {p50: 9}\n    itl_ms: {p50: 9}\n    e2e_ms: {p95: 480}\n"
 QUEUE_S, PREFILL_S, DECODE_S, SERVER_ITL_S = 0.020, 0.030, 0.400, 0.008
@@ -233,8 +233,8 @@ def test_each_ab_target_gets_its_own_overhead_added_back_not_the_pooled_one(tmp_
 def test_the_servers_itl_counts_each_records_gaps_however_it_is_chunked(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Each record's server ITL counts once per gap (its output tokens − 1), in chunks of bounded memory: the
     histogram holds every gap of every record, exactly, whatever the chunk size (a 20-million-record run)."""
-    from reports.data.rundir import load_run
-    from reports.judging import timing_source
+    from tokenstorm.reports.data.rundir import load_run
+    from tokenstorm.reports.judging import timing_source
 
     records = [_record(i, False) | {"server_itl_s": 0.001 * (1 + i % 7), "output_tokens": 2 + i % 5} for i in range(60)]
     run = load_run(make_run_dir(tmp_path / "run", records, {"status": "finished", "options": {}}))
@@ -252,8 +252,8 @@ def test_the_servers_itl_counts_each_records_gaps_however_it_is_chunked(tmp_path
 def test_a_whole_answer_gets_no_ttft_on_the_servers_timing_as_it_has_none_on_the_clients(tmp_path: Path) -> None:
     """A non-streamed answer's body carries the server's parts too; its client record has no TTFT, so judged on
     the server's timing it must not get one either (the TTFT SLO would judge other requests than the client's)."""
-    from reports.data.rundir import load_run
-    from reports.judging import timing_source
+    from tokenstorm.reports.data.rundir import load_run
+    from tokenstorm.reports.judging import timing_source
 
     records = [_record(i, False) for i in range(10)]
     records[0] = records[0] | {"ttft_s": None, "tpot_s": None, "itl_gaps_s": []}  # a whole answer

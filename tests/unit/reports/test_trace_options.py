@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reports.compare.tokenstorm import load_shape
-from reports.sections.options import option_rows
-from workloads.rundir import RunMeta
+from tokenstorm.reports.compare.tokenstorm import load_shape
+from tokenstorm.reports.sections.options import option_rows
+from tokenstorm.workloads.rundir import RunMeta
 
 DEFAULTS = {"arrival": "poisson", "arrival_rate": 1.0, "trace": "", "trace_speed": 1.0, "trace_block_size": 512,
             "num_users": 1, "locustfile": "locustfiles/open_loop.py"}  # fmt: skip

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workloads.rundir import SEGMENTS_DIR, ItlHistogram, RequestRecord, SegmentWriter, read_requests_frame
+from tokenstorm.workloads.rundir import SEGMENTS_DIR, ItlHistogram, RequestRecord, SegmentWriter, read_requests_frame
 
 PS = [0, 1, 10, 25, 50, 75, 90, 95, 99, 99.9, 100]
 
@@ -82,7 +82,7 @@ def test_a_negative_gap_counts_as_zero_instead_of_breaking_the_report() -> None:
 def test_a_large_json_lines_file_is_parsed_once_and_read_the_same(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import json
 
-    import workloads.rundir.frame as frame_mod
+    import tokenstorm.workloads.rundir.frame as frame_mod
 
     rng = np.random.default_rng(2)
     rows = [RequestRecord(workload=("chat", "code")[i % 2], endpoint="/v1/completions", model="m", stream=True,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from workloads.rundir import (
+from tokenstorm.workloads.rundir import (
     CapacityResult,
     CapacityStep,
     LoadSample,
@@ -136,7 +136,7 @@ def test_summary_carries_its_version_and_0_1_files_read(tmp_path: Path) -> None:
 
 def test_the_readers_take_the_run_directory_as_a_string_as_readme_shows(tmp_path: Path) -> None:
     from tests.conftest import make_run_dir, request
-    from workloads.rundir import read_records, read_requests_frame, read_run_meta
+    from tokenstorm.workloads.rundir import read_records, read_requests_frame, read_run_meta
 
     run_dir = make_run_dir(tmp_path / "run", [request(i, 100.0) for i in range(3)], {"status": "finished"})
     assert [r.ttft_s for r in read_records(str(run_dir))] == [0.1, 0.1, 0.1]

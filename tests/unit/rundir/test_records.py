@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from workloads.rundir import RecordWriter, RequestRecord, read_records
+from tokenstorm.workloads.rundir import RecordWriter, RequestRecord, read_records
 
 
 def test_records_round_trip_and_torn_line_is_skipped(tmp_path: Path) -> None:

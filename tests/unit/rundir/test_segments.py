@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pytest
 
-from workloads.rundir import (
+from tokenstorm.workloads.rundir import (
     SEGMENTS_DIR,
     RequestRecord,
     SegmentWriter,
@@ -22,7 +22,7 @@ from workloads.rundir import (
     read_records,
     read_requests_frame,
 )
-from workloads.rundir.segments import SCHEMA, compact_segments, segment_batches, segment_paths
+from tokenstorm.workloads.rundir.segments import SCHEMA, compact_segments, segment_batches, segment_paths
 
 
 def _record(i: int, gaps: list[float] | None = None, **kw: object) -> RequestRecord:

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reports import load_run
 from tests.fakes.otlp_spans import export_body, llm_request_span
-from workloads.plugin.core.otlp import decode_spans
-from workloads.rundir import SEGMENTS_DIR, SPANS_FILE, RequestRecord, SegmentWriter
-from workloads.rundir.frame import string_key
-from workloads.rundir.spans import SpanWriter
+from tokenstorm.reports import load_run
+from tokenstorm.workloads.plugin.core.otlp import decode_spans
+from tokenstorm.workloads.rundir import SEGMENTS_DIR, SPANS_FILE, RequestRecord, SegmentWriter
+from tokenstorm.workloads.rundir.frame import string_key
+from tokenstorm.workloads.rundir.spans import SpanWriter
 
 ARRIVAL = 1_700_000_000.0
 

@@ -7,10 +7,10 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pytest
 
-from workloads.rundir import RequestRecord
-from workloads.rundir.meta import RECORDS_FORMAT_VERSION
-from workloads.rundir.segments import SCHEMA, rows_to_batch
-from workloads.rundir.wire import RecordsRefused, batch_rows, decode_records, encode_records
+from tokenstorm.workloads.rundir import RequestRecord
+from tokenstorm.workloads.rundir.meta import RECORDS_FORMAT_VERSION
+from tokenstorm.workloads.rundir.segments import SCHEMA, rows_to_batch
+from tokenstorm.workloads.rundir.wire import RecordsRefused, batch_rows, decode_records, encode_records
 
 
 def _stream(batch: pa.RecordBatch) -> bytes:

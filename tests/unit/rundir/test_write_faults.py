@@ -13,8 +13,8 @@ import pyarrow.ipc as ipc
 import pytest
 
 from tests.small_disk import needs_root, small_disk
-from workloads.rundir import RecordWriter, RequestRecord, SegmentWriter, read_records, write_json_atomic
-from workloads.rundir.faults import WriteFailed
+from tokenstorm.workloads.rundir import RecordWriter, RequestRecord, SegmentWriter, read_records, write_json_atomic
+from tokenstorm.workloads.rundir.faults import WriteFailed
 
 __all__ = ["small_disk"]  # the fixture, used by name
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from workloads.client import Answer, CompletionRequest
-from workloads.traffic.models.agent import PROFILES, Agent
-from workloads.traffic.settings import WorkloadFileError, settings_from_options
-from workloads.traffic.tokens import TokenCounter
+from tokenstorm.workloads.client import Answer, CompletionRequest
+from tokenstorm.workloads.traffic.models.agent import PROFILES, Agent
+from tokenstorm.workloads.traffic.settings import WorkloadFileError, settings_from_options
+from tokenstorm.workloads.traffic.tokens import TokenCounter
 
 COUNTER = TokenCounter()
 

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from tests.fakes.files import BOM, PNG, RANDOM, first_bad_byte
-from workloads.traffic import WorkloadFileError, settings_from_options
-from workloads.traffic.datasets import DatasetError, load_dataset
-from workloads.traffic.settings import apply_workload_file, default_settings
-from workloads.traffic.tokens import TokenCounter
+from tokenstorm.workloads.traffic import WorkloadFileError, settings_from_options
+from tokenstorm.workloads.traffic.datasets import DatasetError, load_dataset
+from tokenstorm.workloads.traffic.settings import apply_workload_file, default_settings
+from tokenstorm.workloads.traffic.tokens import TokenCounter
 
 TOKENIZER_HINT = "give the model's tokenizer.json (Hugging Face format) or its directory"
 

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from workloads.client.client import Answer
-from workloads.rundir import RequestRecord
-from workloads.traffic import MODELS, default_settings
-from workloads.traffic.checks import FailedAnswers, Reply, check_record, judge, named
-from workloads.traffic.checks.worker import INLINE_CHARS, CheckProcess
-from workloads.traffic.tokens import TokenCounter
-from workloads.traffic.user_checks import load_user_check
+from tokenstorm.workloads.client.client import Answer
+from tokenstorm.workloads.rundir import RequestRecord
+from tokenstorm.workloads.traffic import MODELS, default_settings
+from tokenstorm.workloads.traffic.checks import FailedAnswers, Reply, check_record, judge, named
+from tokenstorm.workloads.traffic.checks.worker import INLINE_CHARS, CheckProcess
+from tokenstorm.workloads.traffic.tokens import TokenCounter
+from tokenstorm.workloads.traffic.user_checks import load_user_check
 
 
 @pytest.fixture
@@ -61,7 +61,7 @@ def test_a_users_own_check_runs_in_the_process_with_its_request(tmp_path: Path, 
     sys.path.insert(0, str(tmp_path))
     try:
         check = load_user_check("team_rules:cites_the_model")
-        from workloads.client import CompletionRequest
+        from tokenstorm.workloads.client import CompletionRequest
 
         record = RequestRecord(workload="chat", endpoint="/v1/chat/completions", model="m", stream=True,
                                start_epoch_s=0.0, ok=True, finish_reason="stop", output_tokens=3)  # fmt: skip
@@ -100,7 +100,7 @@ def test_a_user_stopped_mid_check_leaves_no_answer_for_the_next_one(
     import gevent
     import gevent.subprocess
 
-    from workloads.traffic.checks import worker
+    from tokenstorm.workloads.traffic.checks import worker
 
     monkeypatch.setattr(worker, "subprocess", gevent.subprocess)  # cooperative pipes, as under Locust's patching
 
@@ -114,7 +114,7 @@ def test_a_user_stopped_mid_check_leaves_no_answer_for_the_next_one(
     )
     sys.path.insert(0, str(tmp_path))
     try:
-        from workloads.client import CompletionRequest
+        from tokenstorm.workloads.client import CompletionRequest
 
         check = load_user_check("slow_rules:says_which")
         req = CompletionRequest("chat")  # a user's own check gets the request: judged in the process, always

@@ -8,16 +8,24 @@ import random
 
 import pytest
 
-from workloads.client import CompletionRequest
-from workloads.client.client import Answer
-from workloads.rundir import RequestRecord
-from workloads.traffic import MODELS, default_settings
-from workloads.traffic.checks import FailedAnswers, Reply, check_record, judge
-from workloads.traffic.checks.code import code_language, python_parses
-from workloads.traffic.checks.needle import make_needle, needle
-from workloads.traffic.checks.text import cjk_share, complete, repeated_ratio, repetition, script, script_of, units
-from workloads.traffic.checks.tools import tool_args, tool_exists
-from workloads.traffic.tokens import TokenCounter
+from tokenstorm.workloads.client import CompletionRequest
+from tokenstorm.workloads.client.client import Answer
+from tokenstorm.workloads.rundir import RequestRecord
+from tokenstorm.workloads.traffic import MODELS, default_settings
+from tokenstorm.workloads.traffic.checks import FailedAnswers, Reply, check_record, judge
+from tokenstorm.workloads.traffic.checks.code import code_language, python_parses
+from tokenstorm.workloads.traffic.checks.needle import make_needle, needle
+from tokenstorm.workloads.traffic.checks.text import (
+    cjk_share,
+    complete,
+    repeated_ratio,
+    repetition,
+    script,
+    script_of,
+    units,
+)
+from tokenstorm.workloads.traffic.checks.tools import tool_args, tool_exists
+from tokenstorm.workloads.traffic.tokens import TokenCounter
 
 
 def _model(name: str) -> object:
@@ -169,7 +177,7 @@ def test_a_check_that_raises_is_that_checks_failure() -> None:
 
 
 def test_a_near_miss_is_not_the_needle() -> None:
-    from workloads.traffic.checks.needle import Needle
+    from tokenstorm.workloads.traffic.checks.needle import Needle
 
     date = needle(Needle("en", "effective date", "5 March 2030"))
     assert date(Reply("It takes effect on 5 March 2030.")) is True

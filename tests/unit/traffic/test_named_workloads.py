@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from workloads.traffic import named_workloads
+from tokenstorm.workloads.traffic import named_workloads
 
 
 def test_the_default_mix_names_no_workload(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from emulator._payloads import estimate_prompt_tokens
-from workloads.traffic.tokens import TokenCounter
-from workloads.traffic.trace import _WORDS as WORDS
-from workloads.traffic.trace import TraceError, TracePrompts, TraceRow, parse_trace, read_trace
+from tokenstorm.emulator._payloads import estimate_prompt_tokens
+from tokenstorm.workloads.traffic.tokens import TokenCounter
+from tokenstorm.workloads.traffic.trace import _WORDS as WORDS
+from tokenstorm.workloads.traffic.trace import TraceError, TracePrompts, TraceRow, parse_trace, read_trace
 
 ROOT = Path(__file__).resolve().parents[3]
 SAMPLE = ROOT / "traces" / "mooncake_sample.jsonl"

@@ -12,11 +12,11 @@ from types import SimpleNamespace
 import pytest
 
 from tests.conftest import ROOT
-from workloads.client import CompletionRequest
-from workloads.client.client import Answer
-from workloads.rundir import RequestRecord
-from workloads.traffic import WorkloadFileError, settings_from_options
-from workloads.traffic.checks import check_record
+from tokenstorm.workloads.client import CompletionRequest
+from tokenstorm.workloads.client.client import Answer
+from tokenstorm.workloads.rundir import RequestRecord
+from tokenstorm.workloads.traffic import WorkloadFileError, settings_from_options
+from tokenstorm.workloads.traffic.checks import check_record
 
 CHECKS_PY = """\
 def no_apology(request, reply):

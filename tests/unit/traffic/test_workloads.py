@@ -11,14 +11,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from workloads.client import Answer
-from workloads.traffic.datasets import DatasetError, load_dataset
-from workloads.traffic.lengths import LengthDist
-from workloads.traffic.models.chat import Chat
-from workloads.traffic.models.code import Code
-from workloads.traffic.models.contract import Contract
-from workloads.traffic.settings import WorkloadFileError, settings_from_options
-from workloads.traffic.tokens import TokenCounter, estimate_tokens
+from tokenstorm.workloads.client import Answer
+from tokenstorm.workloads.traffic.datasets import DatasetError, load_dataset
+from tokenstorm.workloads.traffic.lengths import LengthDist
+from tokenstorm.workloads.traffic.models.chat import Chat
+from tokenstorm.workloads.traffic.models.code import Code
+from tokenstorm.workloads.traffic.models.contract import Contract
+from tokenstorm.workloads.traffic.settings import WorkloadFileError, settings_from_options
+from tokenstorm.workloads.traffic.tokens import TokenCounter, estimate_tokens
 
 
 def opts(**kw: object) -> SimpleNamespace:
