@@ -19,11 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ._answers import token_text
+from ._answers import token_text, whole_text
 from ._config import EmulatorConfig
 from ._endless import EndlessFrames
 from ._payloads import Plan, sse_event, usage_event, whole_response
-from ._tools import ToolRequestError, tool_mode
+from ._tools import ToolCall, ToolRequestError, tool_mode
+from ._truth import Truth
 
 __all__ = [
     "CHAT",
@@ -40,6 +41,7 @@ __all__ = [
     "plain",
     "same_error",
     "validation_error",
+    "whole_answer",
 ]
 
 
@@ -93,6 +95,19 @@ class Whole:
     text: str
     reasoning: str
     call: dict[str, Any] | None
+
+
+def whole_answer(plan: Plan, call: ToolCall | None, truth: Truth, reasoning_format: str) -> Whole:
+    """A non-streamed answer (its reasoning apart when ``--reasoning-format field`` puts it apart); a call made
+    is noted in ``truth``."""
+    reasoning = (
+        "".join(token_text(plan, j, None) for j in range(plan.reasoning_tokens)) if reasoning_format == "field" else ""
+    )
+    if call is None:
+        return Whole(whole_text(plan, reasoning_format), reasoning, None)
+    n = plan.output_tokens - plan.reasoning_tokens
+    truth.tool_calls, truth.tool_call_ids, truth.tool_call_tokens = 1, [call.call_id], n
+    return Whole("", reasoning, call.history_entry(n))
 
 
 class Framing(ABC):

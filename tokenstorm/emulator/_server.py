@@ -26,10 +26,10 @@ from collections import deque
 from typing import Any, TextIO
 
 from ._about import cache_config_labels, config_body, models_body, server_version
-from ._answers import Answered, answer_for, token_text, whole_text
+from ._answers import Answered, answer_for
 from ._config import FAULT_KINDS, EmulatorConfig
 from ._endless import endless
-from ._framing import CHAT, COMPLETIONS, Api, Framing, RequestRefused, Whole, content_delta
+from ._framing import CHAT, COMPLETIONS, Api, Converted, Framing, RequestRefused, content_delta, whole_answer
 from ._http import Request, chunk, read_request, reset, send, send_json
 from ._messages import MESSAGES
 from ._metrics import EmulatorMetrics
@@ -166,13 +166,50 @@ class EmulatorServer:
         if fault == "endless":
             frames = api.endless(model) if api.endless is not None else None
             return await endless(writer, self.config, body, chat, prompt_tokens, frames)
+        truth, plan, call = self._plan(req, asked, api, fault, text, prompt, prompt_tokens, model)
+        start = await self._admit(plan, truth, prompt, prompt_tokens, arrived)
+        lab = self.metrics.lab()
+        output_tokens, finish = plan.output_tokens, plan.finish
+        framing = api.framing(plan, asked, api.id_prefix + truth.request_id[:24], int(time.time()), self.config)
+        generated = 0
+        try:
+            if body.get("stream"):
+                keep, generated = await self._stream(writer, framing, plan, call, truth, arrived, start, fault)
+            else:
+                await _sleep_until(start + truth.imposed_ttft_s + self.config.itl_s * (output_tokens - 1))
+                generated = output_tokens
+                truth.server_ttft_s = truth.imposed_ttft_s  # the whole answer at once: its parts as imposed
+                truth.decoded(time.perf_counter() - start - truth.imposed_ttft_s, output_tokens)
+                metrics = per_request_metrics(truth) if self.config.per_request_metrics else None
+                whole = framing.whole(whole_answer(plan, call, truth, self.config.reasoning_format), metrics)
+                keep = await send(writer, 200, whole, "application/json")
+            if keep or fault is None:
+                e2e = time.perf_counter() - arrived
+                self.metrics.e2e.labels(**lab).observe(e2e)
+                self.metrics.success.labels(**lab, finished_reason=finish).inc()
+            return keep
+        finally:
+            self._running -= 1
+            self._kv_tokens -= prompt_tokens
+            self.metrics.generation_tokens.labels(**lab).inc(generated)
+            self._slots.release()
+            self._record_truth(truth)
+
+    def _plan(
+        self,
+        req: Request,
+        asked: Converted,
+        api: Api,
+        fault: str | None,
+        text: str,
+        prompt: bytes,
+        prompt_tokens: int,
+        model: str,
+    ) -> tuple[Truth, Plan, ToolCall | None]:
+        """What the request gets: its answer planned token by token, and the truth log's entry for it."""
+        body, chat = asked.body, asked.chat
         answered = self._answer(body, chat, text, prompt, prompt_tokens, asked.tool_choice, asked.functions)
-        output_tokens, finish, reasoning_tokens, call = (
-            answered.output_tokens,
-            answered.finish,
-            answered.reasoning_tokens,
-            answered.call,
-        )
+        output_tokens, reasoning_tokens = answered.output_tokens, answered.reasoning_tokens
         truth = Truth(
             req.headers.get("x-request-id", uuid.uuid4().hex),
             fault,
@@ -189,9 +226,15 @@ class EmulatorServer:
         opts = body.get("stream_options") or {}
         include_usage = isinstance(opts, dict) and bool(opts.get("include_usage"))
         continuous = isinstance(opts, dict) and bool(opts.get("continuous_usage_stats"))
-        plan = Plan(chat, model, prompt_tokens, output_tokens, finish, reasoning_tokens, include_usage, continuous)
+        plan = Plan(
+            chat, model, prompt_tokens, output_tokens, answered.finish, reasoning_tokens, include_usage, continuous
+        )
         plan.pieces, plan.thinking, plan.more = answered.pieces, answered.thinking, answered.more
+        return truth, plan, answered.call
 
+    async def _admit(self, plan: Plan, truth: Truth, prompt: bytes, prompt_tokens: int, arrived: float) -> float:
+        """The front end's time, then a ``--max-num-seqs`` slot (queued until one is free) and the prefix cache's
+        look-up; returns when the request was scheduled (its prefill starts)."""
         if self.config.frontend_s:
             await _sleep_until(arrived + self.config.frontend_s)  # the front end, before the request is queued
         queued = time.perf_counter()
@@ -216,40 +259,7 @@ class EmulatorServer:
             self.metrics.prefix_hits.labels(**lab).inc(plan.cached_tokens)
         prefilled = prompt_tokens - plan.cached_tokens
         truth.imposed_ttft_s = self.config.ttft_s + self.config.prefill_s_per_token * prefilled
-        framing = api.framing(plan, asked, api.id_prefix + truth.request_id[:24], int(time.time()), self.config)
-        generated = 0
-        try:
-            if body.get("stream"):
-                keep, generated = await self._stream(writer, framing, plan, call, truth, arrived, start, fault)
-            else:
-                await _sleep_until(start + truth.imposed_ttft_s + self.config.itl_s * (output_tokens - 1))
-                generated = output_tokens
-                truth.server_ttft_s = truth.imposed_ttft_s  # the whole answer at once: its parts as imposed
-                truth.decoded(time.perf_counter() - start - truth.imposed_ttft_s, output_tokens)
-                metrics = per_request_metrics(truth) if self.config.per_request_metrics else None
-                whole = framing.whole(self._whole(plan, call, truth), metrics)
-                keep = await send(writer, 200, whole, "application/json")
-            if keep or fault is None:
-                e2e = time.perf_counter() - arrived
-                self.metrics.e2e.labels(**lab).observe(e2e)
-                self.metrics.success.labels(**lab, finished_reason=finish).inc()
-            return keep
-        finally:
-            self._running -= 1
-            self._kv_tokens -= prompt_tokens
-            self.metrics.generation_tokens.labels(**lab).inc(generated)
-            self._slots.release()
-            self._record_truth(truth)
-
-    def _whole(self, plan: Plan, call: ToolCall | None, truth: Truth) -> Whole:
-        """A non-streamed answer (its reasoning apart when ``--reasoning-format field`` puts it apart)."""
-        fmt = self.config.reasoning_format
-        reasoning = "".join(token_text(plan, j, None) for j in range(plan.reasoning_tokens)) if fmt == "field" else ""
-        if call is None:
-            return Whole(whole_text(plan, fmt), reasoning, None)
-        n = plan.output_tokens - plan.reasoning_tokens
-        truth.tool_calls, truth.tool_call_ids, truth.tool_call_tokens = 1, [call.call_id], n
-        return Whole("", reasoning, call.history_entry(n))
+        return start
 
     def _answer(
         self,
@@ -338,21 +348,9 @@ class EmulatorServer:
             if data:  # an API may send nothing for a step (Messages drops an empty text delta)
                 writer.write(chunk(data))
             now = time.perf_counter()
-            if data and truth.ttfc_s is None:
-                truth.ttfc_s = now - arrived
-            if token_event:  # the truth times the events that carry tokens on this API's wire
-                if truth.ttft_s is None:
-                    truth.ttft_s = now - arrived
-                else:
-                    truth.itl_s.append(now - token_t)
-                token_t = now
-                if r and truth.ttft_answer_s is None and sent_tokens > r:
-                    truth.ttft_answer_s = now - arrived
-            if tool_event:
-                if data and truth.ttft_tool_s is None:
-                    truth.ttft_tool_s = now - arrived
-                truth.tool_call_s = now - arrived
-                truth.tool_call_tokens = (truth.tool_call_tokens or 0) + k
+            token_t = truth.note_event(now, arrived, token_t, bool(data), token_event, tool_event, k)
+            if token_event and r and truth.ttft_answer_s is None and sent_tokens > r:
+                truth.ttft_answer_s = now - arrived
             if i == 0:  # the engine's own times: a step's tokens, whatever its API sent of them
                 first_t = now
                 self.metrics.ttft.labels(**lab).observe(now - arrived)

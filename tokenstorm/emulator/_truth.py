@@ -71,6 +71,34 @@ class Truth:
         self.decode_s = decode_s
         self.mean_itl_s = decode_s / (tokens - 1) if tokens > 1 else None
 
+    def note_event(
+        self,
+        now: float,
+        arrived: float,
+        token_t: float,
+        sent: bool,
+        token_event: bool,
+        tool_event: bool,
+        k: int,
+    ) -> float:
+        """The truth log's times of one step just written at ``now``: the first chunk, the first token and each gap
+        between the events that carry tokens on this API's wire, the tool call's. Returns when the newest token event
+        was written (``token_t`` unless this step was one): the next gap starts there."""
+        if sent and self.ttfc_s is None:
+            self.ttfc_s = now - arrived
+        if token_event:
+            if self.ttft_s is None:
+                self.ttft_s = now - arrived
+            else:
+                self.itl_s.append(now - token_t)
+            token_t = now
+        if tool_event:
+            if sent and self.ttft_tool_s is None:
+                self.ttft_tool_s = now - arrived
+            self.tool_call_s = now - arrived
+            self.tool_call_tokens = (self.tool_call_tokens or 0) + k
+        return token_t
+
 
 def truth_dict(t: Truth) -> dict[str, Any]:
     """``t`` as ``/emulator/truth`` and ``--truth-log`` give it."""

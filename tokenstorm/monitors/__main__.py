@@ -34,6 +34,34 @@ EXIT_NO_METRICS = 5
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code."""
+    p = _parser()
+    args = p.parse_args(argv)
+
+    if args.cmd == "collect":
+        if args.interval <= 0:
+            p.error("--interval must be > 0")
+        targets = [
+            (t.partition("=")[0], t.partition("=")[2]) if "=" in t.split("://")[0] else ("", t) for t in args.target
+        ]
+        return run_collector(
+            args.run_dir, target_url=None, targets=targets, gpu_monitor=args.gpu_monitor, interval_s=args.interval
+        )
+
+    if args.cmd == "server-metrics":
+        try:
+            sample = ServerMetricsScraper(args.url).scrape()
+        except MetricsUnavailable as exc:
+            print(f"monitors: {exc}", file=sys.stderr)
+            return EXIT_NO_METRICS
+        print(json.dumps(asdict(sample), indent=2))
+        return 0
+
+    if args.interval <= 0:
+        p.error("--interval must be > 0")
+    return _gpu_sidecar(args)
+
+
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m tokenstorm.monitors",
         description=__doc__,
@@ -65,29 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     c.add_argument("--gpu-monitor", default=None, help="a GPU sidecar URL, or 'local'")
     c.add_argument("--interval", type=float, default=1.0)
-    args = p.parse_args(argv)
+    return p
 
-    if args.cmd == "collect":
-        if args.interval <= 0:
-            p.error("--interval must be > 0")
-        targets = [
-            (t.partition("=")[0], t.partition("=")[2]) if "=" in t.split("://")[0] else ("", t) for t in args.target
-        ]
-        return run_collector(
-            args.run_dir, target_url=None, targets=targets, gpu_monitor=args.gpu_monitor, interval_s=args.interval
-        )
 
-    if args.cmd == "server-metrics":
-        try:
-            sample = ServerMetricsScraper(args.url).scrape()
-        except MetricsUnavailable as exc:
-            print(f"monitors: {exc}", file=sys.stderr)
-            return EXIT_NO_METRICS
-        print(json.dumps(asdict(sample), indent=2))
-        return 0
-
-    if args.interval <= 0:
-        p.error("--interval must be > 0")
+def _gpu_sidecar(args: argparse.Namespace) -> int:
+    """``gpu``: sample the GPUs into ``--out`` and serve the samples until killed or ``--duration`` ends."""
     try:
         sampler = open_gpu_sampler(args.backend, pcie_every=args.pcie_every)
     except NoGpuError as exc:

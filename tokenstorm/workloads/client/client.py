@@ -218,41 +218,17 @@ class LlmClient:
         with category ``cancelled``; the caller should keep it and then end the greenlet.
         """
         body = self.build_body(req, model)
-        sent_max = body.get("max_completion_tokens", body.get("max_tokens", body.get("max_output_tokens")))
-        record = RequestRecord(
-            workload=req.workload,
-            endpoint=req.path,
-            model=model,
-            stream=req.stream,
-            start_epoch_s=time.time(),
-            request_id=req.request_id or uuid.uuid4().hex,
-            user_id=self._user_id,
-            target=self._target,
-            worker_id=self._worker_id,
-            # what the server was asked for: an --extra-body max_tokens wins over the workload's
-            requested_max_tokens=sent_max if isinstance(sent_max, int) else req.max_tokens,
-            requested_prompt_tokens=req.requested_prompt_tokens,
-            session_id=req.session_id,
-            step=req.step,
-            needle_depth=req.needle_depth,
-        )
+        record = self._new_record(req, model, body)
         payload = orjson.dumps(body)
         wire_id = self._wire_id(record.request_id)
         # The trace id is the wire id's: A/B twins (one record id) are two requests, one trace each.
         record.trace_id = trace_id_of(wire_id)
-        headers = {
-            **self._headers,
-            **(self._messages_headers if req.endpoint == "messages" else {}),
-            **req.headers,
-            "X-Request-Id": wire_id,
-            "traceparent": traceparent(record.trace_id, wire_id),
-        }
+        headers = self._request_headers(req, record.trace_id, wire_id)
         think_tags = self._think_tags if may_think(req) else None
         cap = ResponseCap.of(body, len(payload))
         timer = StreamTimer(collect_text=req.collect_text or bool(req.checks), think_tags=think_tags, cap=cap)
         reader = _READERS[req.endpoint](timer) if req.endpoint in _READERS else timer
-        self.last_text = ""
-        self.last_answer = Answer()
+        self.last_text, self.last_answer = "", Answer()
         conn = self._connection()
         resp: HttpResponse | None = None
         secrets = self._secrets
@@ -299,25 +275,10 @@ class LlmClient:
         except (gevent.Timeout, Stalled) as exc:
             fill_from_timer(record, timer)
             record.e2e_s = time.perf_counter() - t0  # when the client gave up, not its last token
-            if isinstance(exc, Stalled):
-                fail(record, STALL, self._stall_detail(record, resp), secrets)
-            else:
-                fail(record, ErrorCategory.TIMEOUT, f"no complete response within {self._timeout_s:g} s", secrets)
+            fail(record, *self._gave_up(exc, record, resp), secrets)
         except (OSError, ProtocolError) as exc:
             fill_from_timer(record, timer)
-            if isinstance(exc, socket.timeout):
-                # Reads have no socket timeout (the whole request has one): this is the connect.
-                within = f"within {self._connect_timeout_s:g} s"
-                fail(record, ErrorCategory.CONNECT, f"no connection to {self._host}:{self._port} {within}", secrets)
-            elif resp is not None:
-                fail(record, ErrorCategory.STREAM_DROPPED, f"connection lost mid-response ({describe(exc)})", secrets)
-            else:
-                fail(
-                    record,
-                    ErrorCategory.CONNECT,
-                    f"no response from {self._host}:{self._port} ({describe(exc)})",
-                    secrets,
-                )
+            fail(record, *self._io_failure(exc, resp), secrets)
         finally:
             self.last_sent = t0  # every way out, an HTTP error's early return included
             # Keep-alive only after a response read to its end; otherwise its unread bytes go
@@ -330,6 +291,55 @@ class LlmClient:
         record.session_end = req.final_step or (bool(req.tools) and record.ok and record.tool_calls == 0)
         record.timing_violation = record.check_timing()
         return record
+
+    def _new_record(self, req: CompletionRequest, model: str, body: dict[str, Any]) -> RequestRecord:
+        """The request's record before it is sent: what was asked, by whom, of which target."""
+        sent_max = body.get("max_completion_tokens", body.get("max_tokens", body.get("max_output_tokens")))
+        return RequestRecord(
+            workload=req.workload,
+            endpoint=req.path,
+            model=model,
+            stream=req.stream,
+            start_epoch_s=time.time(),
+            request_id=req.request_id or uuid.uuid4().hex,
+            user_id=self._user_id,
+            target=self._target,
+            worker_id=self._worker_id,
+            # what the server was asked for: an --extra-body max_tokens wins over the workload's
+            requested_max_tokens=sent_max if isinstance(sent_max, int) else req.max_tokens,
+            requested_prompt_tokens=req.requested_prompt_tokens,
+            session_id=req.session_id,
+            step=req.step,
+            needle_depth=req.needle_depth,
+        )
+
+    def _request_headers(self, req: CompletionRequest, trace_id: str, wire_id: str) -> dict[str, str]:
+        """The request's headers: the client's (auth), the API's, the request's own, its id and trace context."""
+        return {
+            **self._headers,
+            **(self._messages_headers if req.endpoint == "messages" else {}),
+            **req.headers,
+            "X-Request-Id": wire_id,
+            "traceparent": traceparent(trace_id, wire_id),
+        }
+
+    def _io_failure(self, exc: OSError | ProtocolError, resp: HttpResponse | None) -> tuple[str, str]:
+        """A socket error's category and detail: no connection, no response, or a connection lost mid-response."""
+        if isinstance(exc, socket.timeout):
+            # Reads have no socket timeout (the whole request has one): this is the connect.
+            within = f"within {self._connect_timeout_s:g} s"
+            return ErrorCategory.CONNECT, f"no connection to {self._host}:{self._port} {within}"
+        if resp is not None:
+            return ErrorCategory.STREAM_DROPPED, f"connection lost mid-response ({describe(exc)})"
+        return ErrorCategory.CONNECT, f"no response from {self._host}:{self._port} ({describe(exc)})"
+
+    def _gave_up(
+        self, exc: gevent.Timeout | Stalled, record: RequestRecord, resp: HttpResponse | None
+    ) -> tuple[str, str]:
+        """Why the client gave up on the request: the whole request's timeout, or a stall (and where)."""
+        if not isinstance(exc, Stalled):
+            return ErrorCategory.TIMEOUT, f"no complete response within {self._timeout_s:g} s"
+        return STALL, self._stall_detail(record, resp)
 
     def _stall_detail(self, record: RequestRecord, resp: HttpResponse | None) -> str:
         quiet = f"no byte for {self._stall_timeout_s:g} s (stall timeout)"

@@ -84,6 +84,27 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
     load_slo_spec_or_exit(environment, ctx)
     _refuse_warmup_as_long_as_the_run(environment, ctx)
     probes.install(environment)
+    _refuse_users_the_options_would_not_drive(environment, ctx)
+    if not environment.host and not any(getattr(u, "host", None) for u in environment.user_classes):
+        # As a vLLM configured the way the README says: each request's own timing on (--emulator-args can say no)
+        emu = EmulatorProcess("--enable-per-request-metrics", *shlex.split(ctx.options.emulator_args))
+        ctx.emulator_url = emu.url
+        environment.host = emu.url
+        ctx.emulator = emu
+        ctx.simulated = True  # said from the start page on, before any run
+        log.warning("tokenstorm: SIMULATED — no --host given, targeting the built-in emulator at %s", emu.url)
+    ctx.key_host = environment.host
+    environment.events.quit.add_listener(lambda **_kw: print_closing(ctx))  # after Locust's error report
+    _start_exporter(environment, ctx)
+    otlp.start(environment, ctx)  # the server's spans (--otlp-port): each run's own file
+    if environment.web_ui is not None:
+        extend_web_ui(environment)
+
+
+def _refuse_users_the_options_would_not_drive(environment: Environment, ctx: RunContext) -> None:
+    """Stop before any traffic when the locustfile's users cannot do what the options ask: a sweep of
+    open-loop users, a trace with users that would not replay it, A/B targets with users that drive one host.
+    With ``--targets``, the first target becomes Locust's host and the API key is given for all of them."""
     shape = type(environment.shape_class).__name__ if environment.shape_class is not None else ""
     if shape in ("SweepShape", "CapacitySearchShape") and any(
         getattr(u, "open_loop", False) for u in environment.user_classes
@@ -121,20 +142,6 @@ def _on_init(environment: Environment, **_kw: Any) -> None:
             raise SystemExit(EXIT_RUN_FAILED)
         environment.host = urls[0]  # what Locust shows; the users drive every target
         ctx.key_targets = frozenset(urls)  # the key was given with these endpoints
-    if not environment.host and not any(getattr(u, "host", None) for u in environment.user_classes):
-        # As a vLLM configured the way the README says: each request's own timing on (--emulator-args can say no)
-        emu = EmulatorProcess("--enable-per-request-metrics", *shlex.split(ctx.options.emulator_args))
-        ctx.emulator_url = emu.url
-        environment.host = emu.url
-        ctx.emulator = emu
-        ctx.simulated = True  # said from the start page on, before any run
-        log.warning("tokenstorm: SIMULATED — no --host given, targeting the built-in emulator at %s", emu.url)
-    ctx.key_host = environment.host
-    environment.events.quit.add_listener(lambda **_kw: print_closing(ctx))  # after Locust's error report
-    _start_exporter(environment, ctx)
-    otlp.start(environment, ctx)  # the server's spans (--otlp-port): each run's own file
-    if environment.web_ui is not None:
-        extend_web_ui(environment)
 
 
 def _warmup_problem(environment: Environment, ctx: RunContext) -> str | None:
