@@ -141,8 +141,11 @@ def test_installed_tokenstorm_runs_a_bundled_locustfile_outside_the_checkout(ven
     work.mkdir()
     env = _clean_env(venv)
     site = Path(_sysconfig(venv / "bin" / "python", "purelib")).resolve()
-    where = _run([venv / "bin" / "python", "-c", "import json, workloads, tokenstorm, reports, emulator; print(json."
-                  "dumps([m.__file__ for m in (workloads, tokenstorm, reports, emulator)]))"], work, env)  # fmt: skip
+    code = (
+        "import json, tokenstorm, tokenstorm.workloads as w, tokenstorm.reports as r, tokenstorm.emulator as e;"
+        " print(json.dumps([m.__file__ for m in (w, tokenstorm, r, e)]))"
+    )
+    where = _run([venv / "bin" / "python", "-c", code], work, env)
     assert where.returncode == 0, where.stderr[-2000:]
     for module_file in json.loads(where.stdout):
         assert Path(module_file).resolve().is_relative_to(site), module_file  # the wheel's, not /work/main's

@@ -50,7 +50,7 @@ def test_the_root_is_brentqs() -> None:
 def test_a_report_loads_neither_scipy_stats_nor_matplotlib_until_it_draws_a_figure() -> None:
     code = (
         "import sys\n"
-        "from reports import build_report, load_slo_spec\n"
+        "from tokenstorm.reports import build_report, load_slo_spec\n"
         "load_slo_spec(None)\n"
         "heavy = ('scipy.stats', 'scipy.optimize', 'matplotlib')\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"
