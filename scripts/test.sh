@@ -31,11 +31,27 @@ fi
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet -d build/docs-site
 .venv/bin/ruff check .
 .venv/bin/mypy
-# The e2e tier last: its vLLM server (session-scoped) would otherwise idle beside every
-# timing-sensitive integration test on a 2-core machine.
-if [ "$#" -eq 0 ]; then set -- tests/unit tests/integration tests/e2e; fi
+# Two phases. First what is not timing-sensitive, in parallel (pytest-xdist; most of it waits on runs of fixed
+# length, so twice as many workers as cores): unit and integration tests but those marked `serial`. Then, alone,
+# the `serial` ones (a latency checked against a truth, pinned cores, the wire) and the e2e tier, whose one vLLM
+# server (session-scoped) would otherwise idle beside every timing-sensitive test on a 2-core machine.
+# With arguments, the tiers or files named run in one pytest run, as given.
+py() { .venv/bin/python -m pytest -q -W error "$@"; }
+rm -f .pytest_cache/v/cache/lastfailed
 status=0
-.venv/bin/python -m pytest -q -W error "$@" || status=$?
+if [ "$#" -gt 0 ]; then
+  py "$@" || status=$?
+else
+  jobs="${TOKENSTORM_TEST_JOBS:-$(( $(nproc) * 2 ))}"
+  began=$SECONDS
+  py -n "$jobs" -m "not serial and not e2e" tests/unit tests/integration || status=$?
+  echo "tokenstorm tests: parallel phase ($jobs workers) took $(( SECONDS - began )) s"
+  began=$SECONDS
+  alone=0
+  py -m "serial or e2e" tests/unit tests/integration tests/e2e || alone=$?
+  echo "tokenstorm tests: serial phase and e2e took $(( SECONDS - began )) s"
+  if [ "$alone" -gt "$status" ]; then status=$alone; fi
+fi
 # A few failures among ~1,400 tests, on a shared runner, are run once more, alone: a test that fails again fails
 # the run; one that passes is named as FLAKY (to be mended, as each so far was) instead of losing the run to a
 # busy machine's one slow read. More than three failures are a breakage: no second chance.
@@ -43,7 +59,7 @@ if [ "$status" -eq 1 ]; then
   failed=$(.venv/bin/python -c 'import json; print(len(json.load(open(".pytest_cache/v/cache/lastfailed"))))')
   if [ "$failed" -le 3 ]; then
     echo "tokenstorm tests: $failed failed; running them once more, alone"
-    .venv/bin/python -m pytest -q -W error --last-failed --last-failed-no-failures none
+    py --last-failed --last-failed-no-failures none
     echo "FLAKY: $failed test(s) failed and then passed alone (listed above): mend them"
     status=0
   fi

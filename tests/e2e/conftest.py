@@ -1,14 +1,17 @@
-"""Starts a real vLLM server (CPU build) serving a tiny random-weight model made offline.
+"""Starts real vLLM servers (CPU build) serving a tiny random-weight model made offline.
 
 The vLLM venv is ``.venv-vllm`` (made by scripts/test.sh) or ``$TOKENSTORM_VLLM_PYTHON``;
 ``$TOKENSTORM_VLLM_URL`` points the tests at a server already running the tiny model as "tiny".
-The server is shared by every e2e test of the session and stopped at the end.
+The session's server (``vllm_server``) is shared by every e2e test; a stock one (no tool calling) and a tracing
+one (OTLP spans) serve the tests that ask for them. All start together and are stopped at the session's end.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import random
 import subprocess
 import time
 import urllib.request
@@ -18,7 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import free_port
+from tests.conftest import free_port, run_locust
 
 ROOT = Path(__file__).resolve().parents[2]
 VLLM_PYTHON = Path(os.environ.get("TOKENSTORM_VLLM_PYTHON", ROOT / ".venv-vllm" / "bin" / "python"))
@@ -53,73 +56,146 @@ TOOL_FLAGS = (
 
 
 @pytest.fixture(scope="session")
-def vllm_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def otlp_port() -> int:
+    """Where the tracing server sends its spans: tokenstorm's receiver (``--otlp-port``) in the OTLP test."""
+    return free_port()
+
+
+#: the servers the e2e tests ask for, by fixture: the flags each is started with (and its environment)
+SERVERS: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
+    "vllm_server": (TOOL_FLAGS, {}),
+    # vLLM as most people start it: no --enable-auto-tool-choice, no --tool-call-parser
+    "stock_vllm": ((), {}),
+    # vLLM exporting its spans as OTLP/HTTP protobuf to otlp_port, without --enable-per-request-metrics
+    "tracing_vllm": (("--otlp-traces-endpoint", "http://127.0.0.1:{otlp_port}/v1/traces"),
+                     {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"}),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def vllm_launches(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, otlp_port: int
+) -> Iterator[dict[str, VllmServer]]:
+    """Every server the session's tests use, started together when the first is asked for (a start is ~40 s,
+    mostly imports: side by side they overlap) and stopped at the session's end, or after the module that used
+    it. An idle server that has served takes ~1% of a core (1.15% over 20 s, measured here)."""
+    wanted = {name for item in request.session.items for name in getattr(item, "fixturenames", ()) if name in SERVERS}
+    if os.environ.get("TOKENSTORM_VLLM_URL"):
+        wanted.discard("vllm_server")
+    launches: dict[str, VllmServer] = {}
+    try:
+        if wanted:
+            model = request.getfixturevalue("tiny_model")
+            for name in sorted(wanted):
+                flags, env_more = SERVERS[name]
+                flags = tuple(f.format(otlp_port=otlp_port) for f in flags)
+                launches[name] = VllmServer(model, tmp_path_factory.mktemp(f"{name}-log"), flags, env_more)
+        yield launches
+    finally:
+        for launch in launches.values():
+            launch.stop()
+
+
+@pytest.fixture(scope="session")
+def vllm_server(vllm_launches: dict[str, VllmServer]) -> str:
+    """The session's server: the tiny model as "tiny", with TOOL_FLAGS."""
     if os.environ.get("TOKENSTORM_VLLM_URL"):
         # A server already running the tiny model as "tiny" (saves its start-up when iterating), started with
         # TOOL_FLAGS.
-        yield os.environ["TOKENSTORM_VLLM_URL"].rstrip("/")
-        return
-    yield from serve_vllm(request.getfixturevalue("tiny_model"), tmp_path_factory, *TOOL_FLAGS)
+        return os.environ["TOKENSTORM_VLLM_URL"].rstrip("/")
+    return vllm_launches["vllm_server"].ready()
 
 
-def serve_vllm(
-    tiny_model: Path, tmp_path_factory: pytest.TempPathFactory, *flags: str, env_more: dict[str, str] | None = None
-) -> Iterator[str]:
-    """Start ``vllm serve`` on the tiny model (as "tiny") with ``flags`` (and ``env_more`` in its environment),
-    yield its URL, stop it."""
-    port = free_port()
-    log_path = tmp_path_factory.mktemp("vllm-log") / "server.log"
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "VLLM_CPU_KVCACHE_SPACE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        **(env_more or {}),
-    }
-    cmd = [
-        str(VLLM_PYTHON),
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        "--model",
-        str(tiny_model),
-        "--served-model-name",
-        "tiny",
-        "--max-model-len",
-        "4096",
-        "--dtype",
-        "bfloat16",
-        "--enforce-eager",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        *flags,
-    ]
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-        url = f"http://127.0.0.1:{port}"
+@pytest.fixture(scope="module")
+def stock_vllm(vllm_launches: dict[str, VllmServer]) -> Iterator[str]:
+    """vLLM as most people start it: no --enable-auto-tool-choice, no --tool-call-parser (stopped after the
+    module, as the next one may time the session's server)."""
+    yield vllm_launches["stock_vllm"].ready()
+    vllm_launches["stock_vllm"].stop()
+
+
+@pytest.fixture(scope="module")
+def tracing_vllm(vllm_launches: dict[str, VllmServer]) -> Iterator[str]:
+    """vLLM exporting its spans as OTLP/HTTP protobuf to ``otlp_port``, without per-request metrics (stopped after
+    the module)."""
+    yield vllm_launches["tracing_vllm"].ready()
+    vllm_launches["tracing_vllm"].stop()
+
+
+_PROSE = (
+    "the supplier shall deliver goods within thirty days of the order date and the buyer may terminate "
+    "this agreement by written notice if any party breaches its duties of confidentiality or payment"
+)
+#: what the timing tests ask for: 64 tokens to every prompt (``--ignore-eos``)
+CHAT_TOKENS = 64
+
+
+@pytest.fixture(scope="session")
+def prompts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """ShareGPT prompts of 45 words (~110 tokens of the tiny model): what the timing tests send."""
+    rng = random.Random(11)
+    words = _PROSE.split()
+    data = [{"conversations": [{"from": "human", "value": " ".join(rng.choice(words) for _ in range(45))}]}
+            for _ in range(128)]  # fmt: skip
+    path = tmp_path_factory.mktemp("prompts") / "prompts.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.fixture(scope="session")
+def served_vllm(vllm_server: str, prompts: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The session server after ~40 s of the timing tests' traffic — 160 users, more than its 128 sequences —
+    once for the session: the state in which issue #19 found late reads (a server that has served traffic)."""
+    warm = run_locust(
+        tmp_path_factory.mktemp("warm"), "chat.py", "--host", vllm_server, "--model", "tiny", "--dataset",
+        str(prompts), "--chat-turns", "1", "--chat-think-time", "0-0", "--wait-time", "0", "--max-tokens",
+        str(CHAT_TOKENS), "--ignore-eos", "-u", "160", "-r", "160", "-t", "40s", "--stop-timeout", "60",
+        "--no-server-metrics",
+    )  # fmt: skip
+    assert warm.returncode in (0, 5), warm.output[-3000:]
+    return vllm_server
+
+
+class VllmServer:
+    """``vllm serve`` on the tiny model (as "tiny") with ``flags`` (and ``env_more`` in its environment), started
+    at once; :meth:`ready` waits for it to answer and gives its URL."""
+
+    def __init__(self, tiny_model: Path, log_dir: Path, flags: tuple[str, ...], env_more: dict[str, str]) -> None:
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        self.log_path = log_dir / "server.log"
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "TRANSFORMERS_OFFLINE": "1",
+               **env_more}  # fmt: skip
+        cmd = [str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_model),
+               "--served-model-name", "tiny", "--max-model-len", "4096", "--dtype", "bfloat16", "--enforce-eager",
+               "--host", "127.0.0.1", "--port", str(port), *flags]  # fmt: skip
+        with self.log_path.open("w") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        self._ready = False
+
+    def ready(self) -> str:
         deadline = time.monotonic() + 300
-        try:
-            while True:
-                if proc.poll() is not None:
-                    pytest.fail(f"vLLM exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
-                try:
-                    with urllib.request.urlopen(f"{url}/v1/models", timeout=2) as resp:
-                        if resp.status == 200:
-                            break
-                except OSError:
-                    pass
-                if time.monotonic() > deadline:
-                    pytest.fail(f"vLLM not ready in 300 s:\n{log_path.read_text()[-3000:]}")
-                time.sleep(1)
-            yield url
-        finally:
-            proc.terminate()
+        while not self._ready:
+            if self.proc.poll() is not None:
+                pytest.fail(f"vLLM exited with {self.proc.returncode}:\n{self.log_path.read_text()[-3000:]}")
             try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+                with urllib.request.urlopen(f"{self.url}/v1/models", timeout=2) as resp:
+                    self._ready = resp.status == 200
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"vLLM not ready in 300 s:\n{self.log_path.read_text()[-3000:]}")
+            if not self._ready:
+                time.sleep(1)
+        return self.url
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
 
 def scrape(url: str) -> dict[str, float]:

@@ -5,39 +5,19 @@ comes from the ``llm_request`` span it exported to tokenstorm's receiver (--otlp
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.conftest import free_port, run_locust
+from tests.conftest import run_locust
 from tokenstorm.reports import load_run
 from tokenstorm.workloads.rundir import SPANS_FILE
-
-from .conftest import serve_vllm
 
 pytestmark = pytest.mark.e2e
 
 PARTS = ("server_queue_s", "server_ttft_s", "server_decode_s", "server_itl_s", "overhead_s", "server_frontend_s")
 MAX_TOKENS = 16
-
-
-@pytest.fixture(scope="module")
-def otlp_port() -> int:
-    return free_port()
-
-
-@pytest.fixture(scope="module")
-def tracing_vllm(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory, otlp_port: int) -> Iterator[str]:
-    """vLLM exporting its spans as OTLP/HTTP protobuf to ``otlp_port`` (up for this module)."""
-    yield from serve_vllm(
-        tiny_model,
-        tmp_path_factory,
-        "--otlp-traces-endpoint",
-        f"http://127.0.0.1:{otlp_port}/v1/traces",
-        env_more={"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"},
-    )
 
 
 def _run(tmp_path: Path, url: str, port: int, run_time: str):  # type: ignore[no-untyped-def]

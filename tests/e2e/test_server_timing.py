@@ -21,8 +21,6 @@ no record keeps its ``server_itl_s`` (cut at a hard stop, 128 streams moved the 
 
 from __future__ import annotations
 
-import json
-import random
 from pathlib import Path
 from typing import Any
 
@@ -30,32 +28,14 @@ import pytest
 
 from tests.conftest import run_locust
 
-from .conftest import scrape
+from .conftest import CHAT_TOKENS, scrape
 
 pytestmark = pytest.mark.e2e
 
-_PROSE = (
-    "the supplier shall deliver goods within thirty days of the order date and the buyer may terminate "
-    "this agreement by written notice if any party breaches its duties of confidentiality or payment"
-)
-_WORDS = _PROSE.split()
-MAX_TOKENS = 64
+MAX_TOKENS = CHAT_TOKENS
 #: more streams than the session server's 128 sequences (vLLM's CPU default): the rest wait in its queue
 USERS = 160
 PARTS = ("server_queue_s", "server_ttft_s", "server_decode_s", "server_itl_s", "overhead_s")
-
-
-@pytest.fixture(scope="module")
-def prompts(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """ShareGPT prompts of 45 words (~110 tokens of the tiny model), as the timing-truth test sends."""
-    rng = random.Random(29)
-    data = [
-        {"conversations": [{"from": "human", "value": " ".join(rng.choice(_WORDS) for _ in range(45))}]}
-        for _ in range(128)
-    ]
-    path = tmp_path_factory.mktemp("prompts") / "prompts.json"
-    path.write_text(json.dumps(data))
-    return path
 
 
 def _chat_run(tmp_path: Path, url: str, dataset: Path, run_time: str, *extra: str) -> Any:
@@ -68,23 +48,16 @@ def _chat_run(tmp_path: Path, url: str, dataset: Path, run_time: str, *extra: st
     return run
 
 
-@pytest.fixture(scope="module")
-def served_server(vllm_server: str, prompts: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The server after ~40 s of the same traffic, as the timing-truth test warms it (issue #19)."""
-    _chat_run(tmp_path_factory.mktemp("warm"), vllm_server, prompts, "40s", "--no-server-metrics")
-    return vllm_server
-
-
 def _increase(before: dict[str, float], after: dict[str, float], name: str) -> float:
     return after.get(name, 0.0) - before.get(name, 0.0)
 
 
 def test_server_timing_on_every_record_adds_up_to_vllms_own_metrics(
-    served_server: str, prompts: Path, tmp_path: Path
+    served_vllm: str, prompts: Path, tmp_path: Path
 ) -> None:
-    before = scrape(served_server)
-    run = _chat_run(tmp_path, served_server, prompts, "20s", "--no-server-metrics")
-    after = scrape(served_server)
+    before = scrape(served_vllm)
+    run = _chat_run(tmp_path, served_vllm, prompts, "20s", "--no-server-metrics")
+    after = scrape(served_vllm)
     records = run.records()
     done = [r for r in records if r["ok"]]
     assert len(done) >= 60, f"only {len(done)} successful records"

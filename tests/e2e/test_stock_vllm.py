@@ -3,20 +3,9 @@ sessions are left out, and the run says so in one line naming the flags that wou
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
-from .conftest import serve_vllm
-
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def stock_vllm(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """vLLM as most people start it: no --enable-auto-tool-choice, no --tool-call-parser (up for this module)."""
-    yield from serve_vllm(tiny_model, tmp_path_factory)
 
 
 def test_the_default_mix_runs_on_a_stock_vllm_without_agent_sessions(stock_vllm: str, locust_runner) -> None:  # type: ignore[no-untyped-def]

@@ -4,7 +4,7 @@ Issue #19's contention recipe: the load generator pinned to one core beside four
 sleeps 0.3 ms), vLLM (CPU build, ``--enable-per-request-metrics``: the session server) held to the other core
 meanwhile, as the wire tests keep the emulator apart (beside the loops it would be starved too, and a server slowed
 to a trickle of tokens leaves a starved client time to read them).
-Against the same server, after a warm-up:
+Against the session server after its warm-up (``served_vllm``: 40 s of this traffic at 160 users):
 
 * a quiet run (no neighbours) gives the residuals' baseline;
 * the contended run, made with ``--timing-source auto``, ends 0 or 1, its latency judged on vLLM's own timing,
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -43,26 +42,9 @@ from tokenstorm.reports.judging.formats import ms
 
 pytestmark = pytest.mark.e2e
 
-_PROSE = (
-    "the supplier shall deliver goods within thirty days of the order date and the buyer may terminate "
-    "this agreement by written notice"
-)
-_WORDS = _PROSE.split()
 SLO = "slos:\n  '*':\n    ttft_ms: {p95: 60000}\n    tpot_ms: {p95: 10000}\n"
 SAID = "latency judged on the server's timing, not what users saw"
 _CPUS = two_cpus()
-
-
-@pytest.fixture(scope="module")
-def prompts(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    rng = random.Random(19)
-    data = [
-        {"conversations": [{"from": "human", "value": " ".join(rng.choice(_WORDS) for _ in range(45))}]}
-        for _ in range(128)
-    ]
-    path = tmp_path_factory.mktemp("prompts") / "prompts.json"
-    path.write_text(json.dumps(data))
-    return path
 
 
 def _server_threads(url: str) -> list[int]:
@@ -115,15 +97,14 @@ def _overhead_ms(summary: dict[str, Any], stat: str) -> float:
 
 @pytest.mark.skipif(_CPUS is None, reason="needs two CPU cores: the starved client's and the server's")
 def test_a_starved_client_is_unreliable_seen_by_the_server_and_judged_on_its_timing_with_auto(
-    vllm_server: str, prompts: Path, tmp_path: Path
+    served_vllm: str, prompts: Path, tmp_path: Path
 ) -> None:
     assert _CPUS is not None
-    _chat(tmp_path / "warm", vllm_server, prompts, 15)
-    with _starved(_CPUS[0], _CPUS[1], vllm_server, 0):  # the same cores, no neighbours
-        _quiet_run, quiet = _chat(tmp_path / "quiet", vllm_server, prompts, 12)
+    with _starved(_CPUS[0], _CPUS[1], served_vllm, 0):  # the same cores, no neighbours
+        _quiet_run, quiet = _chat(tmp_path / "quiet", served_vllm, prompts, 8)
     for loops in (4, 6, 8):  # a client that read on time anyway (the machine's load varies) is given more
-        with _starved(_CPUS[0], _CPUS[1], vllm_server, loops):
-            run, auto = _chat(tmp_path / f"starved{loops}", vllm_server, prompts, 20, "--timing-source", "auto")
+        with _starved(_CPUS[0], _CPUS[1], served_vllm, loops):
+            run, auto = _chat(tmp_path / f"starved{loops}", served_vllm, prompts, 15, "--timing-source", "auto")
         if auto["completed"] and not auto["timing_fidelity"]["trustworthy"]:
             break
     assert run.run_dir is not None

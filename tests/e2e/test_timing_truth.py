@@ -30,43 +30,23 @@ from bunched reads).
 from __future__ import annotations
 
 import json
-import random
 import statistics
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import run_locust
-
-from .conftest import client_core_of_its_own, scrape
+from .conftest import CHAT_TOKENS, client_core_of_its_own, scrape
 
 pytestmark = pytest.mark.e2e
 
-_PROSE = (
-    "the supplier shall deliver goods within thirty days of the order date and the buyer may terminate "
-    "this agreement by written notice if any party breaches its duties of confidentiality or payment"
-)
-_WORDS = _PROSE.split()
-MAX_TOKENS = 64
+MAX_TOKENS = CHAT_TOKENS
 
 
 def _server_mean(before: dict[str, float], after: dict[str, float], name: str) -> float:
     count = after[f"{name}_count"] - before[f"{name}_count"]
     assert count > 0, f"vLLM recorded no {name} during the run"
     return (after[f"{name}_sum"] - before[f"{name}_sum"]) / count
-
-
-@pytest.fixture(scope="module")
-def sharegpt_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    rng = random.Random(11)
-    data = [
-        {"conversations": [{"from": "human", "value": " ".join(rng.choice(_WORDS) for _ in range(45))}]}
-        for _ in range(128)
-    ]
-    path = tmp_path_factory.mktemp("dataset") / "prompts.json"
-    path.write_text(json.dumps(data))
-    return path
 
 
 def _chat_run(
@@ -80,15 +60,6 @@ def _chat_run(
     # 0: the SLOs held and the timing is trustworthy; 5: the client says its timing was not.
     assert run.returncode in (0, 5), run.output[-3000:]
     return run.records(), run
-
-
-@pytest.fixture(scope="module")
-def served_server(vllm_server: str, sharegpt_file: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The server after ~40 s of the same traffic: the state in which issue #19 found late reads."""
-    warm = tmp_path_factory.mktemp("warm")
-    _chat_run(lambda *a, **kw: run_locust(warm, *a, **kw), vllm_server, sharegpt_file, "--no-server-metrics",
-              run_time="40s")  # fmt: skip
-    return vllm_server
 
 
 def _bunched(record: dict[str, Any]) -> bool:
@@ -123,11 +94,11 @@ def _check_stream_reading(records: list[dict[str, Any]], run: Any) -> tuple[list
     return done, summary
 
 
-def test_records_agree_with_vllms_own_metrics_or_say_why_not(served_server: str, sharegpt_file: Path,
+def test_records_agree_with_vllms_own_metrics_or_say_why_not(served_vllm: str, prompts: Path,
                                                               locust_runner) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
-    before = scrape(served_server)
-    records, run = _chat_run(locust_runner, served_server, sharegpt_file)
-    after = scrape(served_server)
+    before = scrape(served_vllm)
+    records, run = _chat_run(locust_runner, served_vllm, prompts)
+    after = scrape(served_vllm)
     _done, summary = _check_stream_reading(records, run)
     # The monitor really scraped /metrics during the run (it is what used to stall the reads).
     server_rows = (run.run_dir / "server.jsonl").read_text().splitlines()
@@ -144,14 +115,14 @@ def test_records_agree_with_vllms_own_metrics_or_say_why_not(served_server: str,
 
 
 def test_on_a_core_of_its_own_the_client_reads_on_time_and_agrees_with_vllm(
-    served_server: str, sharegpt_file: Path, locust_runner: Any
+    served_vllm: str, prompts: Path, locust_runner: Any
 ) -> None:
     """The branch above that a busy run may skip, forced: the load generator on a core vLLM does not use (vLLM on
     the other), so it reads on time, says so (exit 0), and its means agree with vLLM's."""
-    with client_core_of_its_own(served_server):
-        before = scrape(served_server)
-        records, run = _chat_run(locust_runner, served_server, sharegpt_file)
-        after = scrape(served_server)
+    with client_core_of_its_own(served_vllm):
+        before = scrape(served_vllm)
+        records, run = _chat_run(locust_runner, served_vllm, prompts)
+        after = scrape(served_vllm)
     _done, summary = _check_stream_reading(records, run)
     accurate, figures = _agreement(before, after, records, summary)
     assert summary["timing_fidelity"]["trustworthy"] and run.returncode == 0, figures
@@ -178,8 +149,8 @@ def _agreement(
     return accurate, figures
 
 
-def test_streams_are_read_as_they_arrive_with_two_processes(served_server: str, sharegpt_file: Path,
+def test_streams_are_read_as_they_arrive_with_two_processes(served_vllm: str, prompts: Path,
                                                             locust_runner) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
-    records, run = _chat_run(locust_runner, served_server, sharegpt_file, "--processes", "2")
+    records, run = _chat_run(locust_runner, served_vllm, prompts, "--processes", "2")
     done, _summary = _check_stream_reading(records, run)
     assert {r["worker_id"] for r in done} != {"local"} and len({r["worker_id"] for r in done}) == 2

@@ -53,6 +53,7 @@ def _p99(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
 
 
+@pytest.mark.serial  # timings against the truth to 0.5 ms
 @pytest.mark.parametrize("api", APIS)
 def test_a_load_by_the_api_is_timed_as_the_emulator_wrote_its_token_events(
     locust_runner: Callable[..., Any], tmp_path: Path, api: str

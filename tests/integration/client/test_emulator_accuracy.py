@@ -11,6 +11,9 @@ import pytest
 from tokenstorm.emulator import EmulatorProcess
 from tokenstorm.workloads.client import CompletionRequest, LlmClient
 
+#: checks measured latencies against a truth: runs alone (scripts/test.sh's second phase)
+pytestmark = pytest.mark.serial
+
 
 def test_headless_run_measures_imposed_ttft_and_itl(locust_runner) -> None:  # type: ignore[no-untyped-def]
     run = locust_runner(

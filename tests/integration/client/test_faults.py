@@ -47,8 +47,9 @@ def _check_fault(client: LlmClient, fault: str) -> None:
     assert rec.error_detail
     if fault == "stall":  # E2E of a timeout is when the client gave up, not its last token
         # The timeout's clock runs from before the bytes are sent, the E2E clock from the send: E2E may fall
-        # short of the 1.5 s timeout by the send's own time (under a millisecond; 5 ms allowed on a busy machine).
-        assert 1.495 <= rec.e2e_s < 1.7, rec
+        # short of the 1.5 s timeout by the send's own time (under a millisecond; 5.3 ms seen beside 8 busy test
+        # workers on 2 cores, so 20 ms allowed).
+        assert 1.48 <= rec.e2e_s < 1.7, rec
     after = client.complete(req, "m")  # the same user carries on with a fresh connection
     assert after.ok, after.error_detail
     assert after.output_tokens == 20

@@ -16,6 +16,9 @@ import pytest
 
 from tokenstorm.emulator import EmulatorProcess
 
+#: checks measured latencies against a truth: runs alone (scripts/test.sh's second phase)
+pytestmark = pytest.mark.serial
+
 
 def test_streams_at_two_ms_per_token_are_not_bunched(locust_runner) -> None:  # type: ignore[no-untyped-def]
     with EmulatorProcess("--ttft-ms", "15", "--itl-ms", "2", "--prefill-us-per-token", "0") as emu:

@@ -20,7 +20,7 @@ from tests.wire.run import captured_run
 from tokenstorm.workloads.rundir import EXIT_CODES, FIDELITY_MAX_LATE_SHARE, FIDELITY_MAX_TTFT_LATE_SHARE, LATE_EVENT_S
 
 _UNAVAILABLE = capture_unavailable()
-pytestmark = pytest.mark.skipif(_UNAVAILABLE is not None, reason=_UNAVAILABLE or "")
+pytestmark = [pytest.mark.serial, pytest.mark.skipif(_UNAVAILABLE is not None, reason=_UNAVAILABLE or "")]
 _CPUS = _two_cpus() if sys.platform.startswith("linux") else None
 needs_two_cpus = pytest.mark.skipif(_CPUS is None, reason="needs two CPU cores: one for the client, one for the server")
 

@@ -71,9 +71,20 @@ def test_sidecar_writes_and_serves_samples(tmp_path: Path) -> None:
     assert "sampler CPU" in out
 
 
+def _kill_once_sampled(proc: subprocess.Popen[str], runs: Path, samples: int, done: threading.Event) -> None:
+    """Kill the sidecar once the run has ``samples`` of its samples: not at a fixed time, which a busy machine's
+    slow start-up may reach before the run has sampled at all."""
+    while not done.wait(0.1):
+        files = list(runs.glob("*/gpu.jsonl"))
+        if files and len(files[0].read_text().splitlines()) >= samples:
+            proc.kill()
+            return
+
+
 def test_killing_the_sidecar_mid_run_keeps_the_load_test_going_and_records_the_gap(locust_runner, tmp_path):  # type: ignore[no-untyped-def]
     proc, url = start_sidecar(tmp_path / "sidecar.jsonl")
-    killer = threading.Timer(4.0, proc.kill)
+    done = threading.Event()
+    killer = threading.Thread(target=_kill_once_sampled, args=(proc, tmp_path / "runs", 6, done), daemon=True)
     killer.start()
     try:
         run = locust_runner(
@@ -94,7 +105,7 @@ def test_killing_the_sidecar_mid_run_keeps_the_load_test_going_and_records_the_g
             "--ttft-ms 50 --itl-ms 5",
         )
     finally:
-        killer.cancel()
+        done.set()
         proc.kill()
         proc.communicate()
     assert run.returncode == 0, run.output[-2000:]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import LOCUST, ROOT, run_locust
+from tests.conftest import LOCUST, ROOT, master_ports, run_locust
 from tokenstorm.emulator import EmulatorProcess
 from tokenstorm.workloads.rundir import read_records
 
@@ -123,7 +123,7 @@ def test_a_run_ends_finished_alike_with_and_without_worker_processes(tmp_path: P
 
 def test_a_terminated_process_run_says_its_records_once(tmp_path: Path) -> None:
     proc = subprocess.Popen([*LOCUST, "-f", str(ROOT / "locustfiles" / "chat.py"), "--headless", "--processes", "2",
-                             "-u", "2", "-r", "2", "-t", "60s", "--run-dir", str(tmp_path / "runs"),
+                             *master_ports(), "-u", "2", "-r", "2", "-t", "60s", "--run-dir", str(tmp_path / "runs"),
                              "--timing-verdict", "warn", "--chat-think-time", "0-0.2"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
     time.sleep(12)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import LOCUST, ROOT
+from tests.conftest import LOCUST, ROOT, master_ports
 
 LOCUSTFILE = str(ROOT / "locustfiles" / "code_completion.py")
 
@@ -130,6 +130,7 @@ def test_ctrl_c_of_a_processes_run_keeps_every_request_its_workers_made(tmp_path
                 "30s",
                 "--processes",
                 "2",
+                *master_ports(),
                 "--host",
                 emu.url,
                 "--wait-time",
@@ -160,6 +161,8 @@ def test_ctrl_c_of_a_processes_run_keeps_every_request_its_workers_made(tmp_path
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.communicate()
+            assert proc.stdout is not None
+            proc.stdout.close()  # also when the run died before its output was read (no ResourceWarning later)
         with urllib.request.urlopen(emu.url + "/emulator/truth", timeout=10) as resp:
             served = {
                 t["request_id"] for t in json.loads(resp.read()) if not t["request_id"].startswith(PROBE_ID_PREFIX)

@@ -13,7 +13,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from tests.conftest import LOCUST, ROOT, free_port
+from tests.conftest import LOCUST, ROOT, free_port, master_ports
 
 LOCUSTFILE = str(ROOT / "locustfiles" / "code_completion.py")
 #: short requests (~70 ms): every one in flight at the kill has ended well within a second
@@ -73,6 +73,7 @@ def test_processes_workers_stop_within_a_second_of_the_master_sigkill(tmp_path: 
                 "40s",
                 "--processes",
                 "2",
+                *master_ports(),
                 "--host",
                 emu.url,
                 *LOAD,

@@ -39,6 +39,7 @@ def truth(path: Path) -> dict[str, dict]:
     return {row["request_id"]: row for row in map(json.loads, path.read_text().splitlines())}
 
 
+@pytest.mark.serial  # each request sent within 50 ms of its offset
 def test_a_trace_replays_at_its_offsets_with_its_prompt_lengths_and_the_report_shows_send_lag(
     locust_runner, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]

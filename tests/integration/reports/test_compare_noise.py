@@ -8,6 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+#: checks measured latencies against a truth: runs alone (scripts/test.sh's second phase)
+pytestmark = pytest.mark.serial
+
 #: the emulator's defaults (250 ms, 100 µs a prompt token) raised by 50%
 SLOW_TTFT = "--ttft-ms 375 --prefill-us-per-token 150"
 

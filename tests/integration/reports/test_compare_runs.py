@@ -10,8 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tokenstorm.emulator import EmulatorProcess
 from tokenstorm.workloads.rundir import read_summary
+
+#: checks measured latencies against a truth: runs alone (scripts/test.sh's second phase)
+pytestmark = pytest.mark.serial
 
 
 def _compare(*args: str | Path) -> subprocess.CompletedProcess[str]:

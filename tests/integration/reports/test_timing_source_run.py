@@ -24,6 +24,9 @@ from tests.wire.capture import pinned
 from tests.wire.procs import BusyNeighbours, PinnedEmulator, two_cpus
 from tokenstorm.workloads.rundir import EXIT_CODES, SUMMARY_FILE
 
+#: checks measured latencies against a truth: runs alone (scripts/test.sh's second phase)
+pytestmark = pytest.mark.serial
+
 ROOT = Path(__file__).resolve().parents[3]
 _CPUS = two_cpus() if sys.platform.startswith("linux") else None
 SLO = "slos:\n  '*':\n    ttft_ms: {p95: 5000}\n    tpot_ms: {p95: 1000}\n    e2e_ms: {p95: 10000}\n"

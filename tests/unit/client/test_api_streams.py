@@ -149,6 +149,7 @@ def test_every_recorded_stream_gives_the_servers_usage_and_gaps_that_add_up_from
     assert record.tool_calls == len(_calls(name))
 
 
+@pytest.mark.serial  # the call's start and its first token apart: two reads, not one late read of both
 @pytest.mark.parametrize(
     "name",
     [

@@ -21,6 +21,9 @@ from tokenstorm.workloads.client import CompletionRequest, LlmClient
 from tokenstorm.workloads.client.http import kernel_timestamps_supported
 from tokenstorm.workloads.rundir import LATE_EVENT_S
 
+#: checks measured latencies against a truth: runs alone (scripts/test.sh's second phase)
+pytestmark = pytest.mark.serial
+
 TOKENS = 10
 GAP_S = 0.005
 

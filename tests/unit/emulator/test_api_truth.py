@@ -35,6 +35,7 @@ def _carries_tokens(data: Any) -> bool:
     return bool(data["choices"]) and "role" not in data["choices"][0]["delta"]
 
 
+@pytest.mark.serial  # a TTFT against the truth to 0.5 ms
 @pytest.mark.parametrize("api", sorted(API))
 def test_the_truth_times_the_chunks_that_carry_token_events(emulator: Callable[..., str], api: str) -> None:
     url = emulator("--itl-ms", "4")
