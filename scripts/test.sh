@@ -32,7 +32,7 @@ NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet -d build/docs-site
 .venv/bin/ruff check .
 .venv/bin/mypy
 # Two phases. First what is not timing-sensitive, in parallel (pytest-xdist; most of it waits on runs of fixed
-# length, so twice as many workers as cores): unit and integration tests but those marked `serial`. Then, alone,
+# length, so three workers a core): unit and integration tests but those marked `serial`. Then, alone,
 # the `serial` ones (a latency checked against a truth, pinned cores, the wire) and the e2e tier, whose one vLLM
 # server (session-scoped) would otherwise idle beside every timing-sensitive test on a 2-core machine.
 # With arguments, the tiers or files named run in one pytest run, as given.
@@ -42,7 +42,7 @@ status=0
 if [ "$#" -gt 0 ]; then
   py "$@" || status=$?
 else
-  jobs="${TOKENSTORM_TEST_JOBS:-$(( $(nproc) * 2 ))}"
+  jobs="${TOKENSTORM_TEST_JOBS:-$(( $(nproc) * 3 ))}"
   began=$SECONDS
   py -n "$jobs" -m "not serial and not e2e" tests/unit tests/integration || status=$?
   echo "tokenstorm tests: parallel phase ($jobs workers) took $(( SECONDS - began )) s"

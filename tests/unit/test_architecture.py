@@ -153,3 +153,21 @@ def test_the_monitor_process_does_not_load_arrow_or_pandas() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+#: what makes a test timing-sensitive beyond doubt: a loopback capture, pinned cores, busy neighbours
+_TIMING_SENSITIVE = re.compile(r"captured_run|two_cpus|sched_setaffinity|client_core_of_its_own|BusyNeighbours")
+
+
+def test_every_test_that_pins_cores_or_captures_the_wire_runs_alone() -> None:
+    """scripts/test.sh runs unit and integration tests beside each other (pytest -n) but those marked ``serial``
+    (and the e2e tier): a test module that captures the wire or pins cores must be marked, or it would judge the
+    other workers' load, not tokenstorm."""
+    unmarked = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "tests").glob("*/**/test_*.py"))
+        if _TIMING_SENSITIVE.search(text := path.read_text())
+        and "pytest.mark.serial" not in text
+        and "pytest.mark.e2e" not in text
+    ]
+    assert not unmarked, f"timing-sensitive tests not marked serial: {unmarked}"
