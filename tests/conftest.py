@@ -17,19 +17,12 @@ ROOT = Path(__file__).resolve().parent.parent
 LOCUST = [sys.executable, "-m", "locust"]
 
 
-#: the longest tests (the worked examples, each several runs)
-_LONGEST = "tests/integration/test_readme_examples.py"
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under ``pytest -n`` a timing-sensitive test would run beside the other workers' loads and judge their
     contention, not tokenstorm: it is skipped there, saying where it runs (``scripts/test.sh`` deselects it from its
     parallel phase and runs it alone after)."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
-    # The longest first (the worked examples, then the other runs against the emulator), the short unit tests last
-    # to fill the workers' ends: in collection order, one long test dealt last would run alone at the end.
-    items.sort(key=lambda item: (not item.nodeid.startswith(_LONGEST), not item.nodeid.startswith("tests/integration")))
     why = "timing-sensitive: runs alone, not beside pytest -n's workers (scripts/test.sh runs it in its serial phase)"
     alone = pytest.mark.skip(reason=why)
     for item in items:

@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT, free_port
 
 #: a Locust log line's prefix: ``[2026-12-03 08:36:16,277] host/INFO/tokenstorm: ``
@@ -139,6 +141,7 @@ def test_a_headless_run_shows_progress_and_ends_on_its_verdict(tmp_path: Path) -
     assert f"cost at 2.5 per GPU-hour × 1 GPU: {_money(summary['cost_per_1m_output_tokens'])} per 1M output" in joined
 
 
+@pytest.mark.serial  # a progress line at least every 5 s (+ slack), the 500s seen while it runs: its own pace
 def test_the_master_of_processes_prints_what_its_workers_measured(tmp_path: Path) -> None:
     port = str(free_port())  # not Locust's 5557: other runs on this machine may hold it
     # Shorter answers (4 ms a token): enough requests in 20 s that the 500s show and decide the error rate (at

@@ -89,7 +89,12 @@ def test_first_screen_of_a_real_run_holds_the_verdict_and_the_headline_row(locus
     assert _inside_first_screen(seen["boxes"]["all"]), seen["boxes"]["all"]
     _assert_shown_as(seen["shown"]["all"], headline_reference(records))
     for w in workloads:
+        if not any(r["ok"] and r["workload"] == w for r in records):
+            # a busy machine's 6 s may finish none of the long-prompt workload's requests: no percentile to check
+            assert _number(seen["shown"][f"workload:{w}"]["completed"]) == 0
+            continue
         _assert_shown_as(seen["shown"][f"workload:{w}"], headline_reference(records, w))
+    assert any(r["ok"] for r in records)
     # Full-width figures: each as wide as the page's content (the body less its padding).
     body = seen["boxes"]["body"]
     assert body is not None and seen["figures"] and all(w >= 0.95 * (body["width"] - 48) for w in seen["figures"])
