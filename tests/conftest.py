@@ -17,13 +17,18 @@ ROOT = Path(__file__).resolve().parent.parent
 LOCUST = [sys.executable, "-m", "locust"]
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under ``pytest -n`` a timing-sensitive test would run beside the other workers' loads and judge their
-    contention, not tokenstorm: it is skipped there, saying where it runs (``scripts/test.sh`` deselects it from its
-    parallel phase and runs it alone after)."""
+    """Every test under tests/e2e is an e2e test (``-m e2e`` selects the tier, whatever its module says). Under
+    ``pytest -n`` a timing-sensitive test (``serial``) or an e2e one would run beside the other workers' loads and
+    judge their contention, not tokenstorm: it is skipped there, saying why (``scripts/test.sh`` deselects them
+    from its parallel phase and runs them alone after)."""
+    for item in items:
+        if item.nodeid.startswith("tests/e2e/"):
+            item.add_marker(pytest.mark.e2e)
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
-    why = "timing-sensitive: runs alone, not beside pytest -n's workers (scripts/test.sh runs it in its serial phase)"
+    why = "timing-sensitive: runs alone, not beside pytest -n's workers (run it without -n)"
     alone = pytest.mark.skip(reason=why)
     for item in items:
         if item.get_closest_marker("serial") or item.get_closest_marker("e2e"):

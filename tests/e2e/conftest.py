@@ -3,7 +3,8 @@
 The vLLM venv is ``.venv-vllm`` (made by scripts/test.sh) or ``$TOKENSTORM_VLLM_PYTHON``;
 ``$TOKENSTORM_VLLM_URL`` points the tests at a server already running the tiny model as "tiny".
 The session's server (``vllm_server``) is shared by every e2e test; a stock one (no tool calling) and a tracing
-one (OTLP spans) serve the tests that ask for them. All start together and are stopped at the session's end.
+one (OTLP spans) serve the tests that ask for them. All start together; the session's server is stopped at the
+session's end, the other two after the module that used them.
 """
 
 from __future__ import annotations
@@ -90,6 +91,8 @@ def vllm_launches(
                 flags, env_more = SERVERS[name]
                 flags = tuple(f.format(otlp_port=otlp_port) for f in flags)
                 launches[name] = VllmServer(model, tmp_path_factory.mktemp(f"{name}-log"), flags, env_more)
+        for launch in launches.values():  # none still starting (CPU-heavy) beside the first test
+            launch.ready()
         yield launches
     finally:
         for launch in launches.values():
@@ -175,6 +178,8 @@ class VllmServer:
 
     def ready(self) -> str:
         deadline = time.monotonic() + 300
+        if self.proc.poll() is not None and self._ready:
+            pytest.fail(f"vLLM at {self.url} was stopped (or exited with {self.proc.returncode})")
         while not self._ready:
             if self.proc.poll() is not None:
                 pytest.fail(f"vLLM exited with {self.proc.returncode}:\n{self.log_path.read_text()[-3000:]}")

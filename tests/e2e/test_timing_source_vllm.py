@@ -4,7 +4,7 @@ Issue #19's contention recipe: the load generator pinned to one core beside four
 sleeps 0.3 ms), vLLM (CPU build, ``--enable-per-request-metrics``: the session server) held to the other core
 meanwhile, as the wire tests keep the emulator apart (beside the loops it would be starved too, and a server slowed
 to a trickle of tokens leaves a starved client time to read them).
-Against the session server after its warm-up (``served_vllm``: 40 s of this traffic at 160 users):
+Against the session server after its warm-up (``served_vllm``: 40 s of chat at 160 users, 64-token answers):
 
 * a quiet run (no neighbours) gives the residuals' baseline;
 * the contended run, made with ``--timing-source auto``, ends 0 or 1, its latency judged on vLLM's own timing,

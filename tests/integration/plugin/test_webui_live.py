@@ -117,7 +117,9 @@ def test_live_charts_gpu_empty_state_simulated_header_and_rps_in_a_real_browser(
                 assert all(d["moves"] == d["points"] for d in drawn)  # one vertex per point: no gap, no extra
                 assert any(_matches(drawn, payload) for payload in payloads[-2:]), (drawn, payloads[-1])
                 last = payloads[-1]["llm"]["workloads"]["chat"]
-                assert 20 <= last["ttft_p50_ms"][-1] < 1000 and 4.5 <= last["itl_p50_ms"][-1] < 200, last
+                # the emulator's 20 ms and 5 ms, as figures of their kind (a busy machine's late reads bunch gaps:
+                # 4.48 ms seen beside 6 test workers), not each other's
+                assert 20 <= last["ttft_p50_ms"][-1] < 1000 and 2.5 <= last["itl_p50_ms"][-1] < 20, last
                 assert last["tokens_per_s"][-1] > 0 and last["errors_per_s"][-1] == 0
                 slo = page.get_attribute("[data-slo='run error_rate max <= 0.01']", "data-status")
                 assert slo == "pass"

@@ -15,6 +15,7 @@ from tokenstorm.reports.judging.formats import ms, per_s
 VIEWPORT = {"width": 1400, "height": 900}
 
 
+@pytest.mark.serial  # the knee where the emulator puts it: TTFT p95 within 250 ms at 4 users, not on a busy box
 def test_a_sweeps_first_screen_shows_the_knee_and_each_levels_percentiles(locust_runner, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from playwright.sync_api import sync_playwright
 
