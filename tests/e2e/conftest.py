@@ -109,20 +109,22 @@ def vllm_server(vllm_launches: dict[str, VllmServer]) -> str:
     return vllm_launches["vllm_server"].ready()
 
 
+def _for_the_module(launches: dict[str, VllmServer], name: str) -> Iterator[str]:
+    """The server ``name`` until its module ends: the next module may time the session's server."""
+    yield launches[name].ready()
+    launches[name].stop()
+
+
 @pytest.fixture(scope="module")
 def stock_vllm(vllm_launches: dict[str, VllmServer]) -> Iterator[str]:
-    """vLLM as most people start it: no --enable-auto-tool-choice, no --tool-call-parser (stopped after the
-    module, as the next one may time the session's server)."""
-    yield vllm_launches["stock_vllm"].ready()
-    vllm_launches["stock_vllm"].stop()
+    """vLLM as most people start it: no --enable-auto-tool-choice, no --tool-call-parser."""
+    yield from _for_the_module(vllm_launches, "stock_vllm")
 
 
 @pytest.fixture(scope="module")
 def tracing_vllm(vllm_launches: dict[str, VllmServer]) -> Iterator[str]:
-    """vLLM exporting its spans as OTLP/HTTP protobuf to ``otlp_port``, without per-request metrics (stopped after
-    the module)."""
-    yield vllm_launches["tracing_vllm"].ready()
-    vllm_launches["tracing_vllm"].stop()
+    """vLLM exporting its spans as OTLP/HTTP protobuf to ``otlp_port``, without per-request metrics."""
+    yield from _for_the_module(vllm_launches, "tracing_vllm")
 
 
 _PROSE = (

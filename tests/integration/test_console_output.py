@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, free_port
+from tests.conftest import ROOT, master_ports
 
 #: a Locust log line's prefix: ``[2026-12-03 08:36:16,277] host/INFO/tokenstorm: ``
 LOG_PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+\] \S+/[A-Z]+/")
@@ -143,12 +143,11 @@ def test_a_headless_run_shows_progress_and_ends_on_its_verdict(tmp_path: Path) -
 
 @pytest.mark.serial  # a progress line at least every 5 s (+ slack), the 500s seen while it runs: its own pace
 def test_the_master_of_processes_prints_what_its_workers_measured(tmp_path: Path) -> None:
-    port = str(free_port())  # not Locust's 5557: other runs on this machine may hold it
     # Shorter answers (4 ms a token): enough requests in 20 s that the 500s show and decide the error rate (at
     # 20 ms a token two workers made 17, and 0 of them failed once: INCONCLUSIVE, no error report).
     faster = ("--emulator-args", "--fault 500=0.2 --itl-ms 4")
-    ports = ("--master-bind-port", port, "--master-port", port)
-    lines = _run(tmp_path, "--processes", "2", *ports, *faster, duration_s=20)
+    # not Locust's 5557: other runs on this machine may hold it
+    lines = _run(tmp_path, "--processes", "2", *master_ports(), *faster, duration_s=20)
     progress = _check_progress(lines)
     assert any(m["rps"] != "—" and float(m["rps"]) > 0 for m in progress)
     _check_block([t for _, t in lines], _summary(tmp_path))
