@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +59,24 @@ class LocustRun:
         return {
             (e["method"], e["name"]): {"requests": e["num_requests"], "failures": e["num_failures"]} for e in entries
         }
+
+
+def made_once(tmp_path_factory: pytest.TempPathFactory, run_uid: str, name: str, make: Callable[[Path], None]) -> Path:
+    """A folder ``make`` fills once per test run, however many pytest-xdist workers ask for it (a module-scoped fixture
+    is made again on every worker that runs one of the module's tests: a wheel's venv is ~30 CPU-s): the first to ask
+    makes it under a lock, the others wait and share it. ``run_uid``: xdist's ``testrun_uid`` fixture."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the folder the workers' own temp folders share
+    folder = root / f"{name}-{run_uid}"
+    with (root / f"{name}-{run_uid}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not (folder / ".made").exists():  # not made, or a worker before failed to
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            make(folder)
+            (folder / ".made").touch()
+    return folder
 
 
 def free_port() -> int:

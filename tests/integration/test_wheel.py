@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, made_once
 
 #: the wheel's one import package, held whole (the load generator, reports, monitors and emulator inside it)
 PACKAGES = ("tokenstorm",)
@@ -64,42 +64,47 @@ def _run(cmd: list[str | Path], cwd: Path, env: dict[str, str] | None = None,
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The wheel built from a copy of the checkout's files (the build leaves nothing in the checkout)."""
-    src = tmp_path_factory.mktemp("src")
-    for path in _source_files():
-        target = src / path.relative_to(ROOT)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, target)
-    out = tmp_path_factory.mktemp("dist")
-    # An older setuptools here: pip builds in an isolated env with setuptools from the index.
-    isolation = ["--no-build-isolation"] if _can_build_without_isolation() else []
-    proc = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", *isolation, ".", "-w", out], cwd=src)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    wheels = list(out.glob("tokenstorm-*.whl"))
-    assert len(wheels) == 1, proc.stdout[-2000:]
-    return wheels[0]
+def wheel(tmp_path_factory: pytest.TempPathFactory, testrun_uid: str) -> Path:
+    """The wheel built from a copy of the checkout's files (the build leaves nothing in the checkout); built once
+    per test run, however many workers run this module's tests."""
+
+    def build(out: Path) -> None:
+        src = out / "src"
+        for path in _source_files():
+            target = src / path.relative_to(ROOT)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+        # An older setuptools here: pip builds in an isolated env with setuptools from the index.
+        isolation = ["--no-build-isolation"] if _can_build_without_isolation() else []
+        proc = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", *isolation, ".", "-w", out / "dist"], cwd=src)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        assert len(list((out / "dist").glob("tokenstorm-*.whl"))) == 1, proc.stdout[-2000:]
+
+    (built,) = (made_once(tmp_path_factory, testrun_uid, "wheel", build) / "dist").glob("tokenstorm-*.whl")
+    return built
 
 
 @pytest.fixture(scope="module")
-def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv with the wheel installed; its folder."""
-    root = tmp_path_factory.mktemp("venv")
-    python = root / "bin" / "python"
-    if DEPS == "borrow":
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", root], check=True, timeout=120)
-        site = Path(_sysconfig(python, "purelib"))
-        lent = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
-        (site / "_tokenstorm_test_lent_packages.pth").write_text("".join(f"{p}\n" for p in lent))
-        cmd: list[str | Path] = [sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-index",
-                                 wheel]  # fmt: skip
-    else:
-        subprocess.run([sys.executable, "-m", "venv", root], check=True, timeout=120)
-        cmd = [python, "-m", "pip", "install", "--disable-pip-version-check", wheel]
-    proc = _run(cmd, cwd=root, env=_clean_env(root), timeout_s=600)
-    assert proc.returncode == 0, (proc.stdout[-2000:] + proc.stderr[-3000:] +
-                                  "\n(offline? TOKENSTORM_WHEEL_DEPS=borrow lends this venv's packages)")  # fmt: skip
-    return root
+def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory, testrun_uid: str) -> Path:
+    """A fresh venv with the wheel installed; its folder (made once per test run, as the wheel)."""
+
+    def install(root: Path) -> None:
+        python = root / "bin" / "python"
+        if DEPS == "borrow":
+            subprocess.run([sys.executable, "-m", "venv", "--without-pip", root], check=True, timeout=120)
+            site = Path(_sysconfig(python, "purelib"))
+            lent = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
+            (site / "_tokenstorm_test_lent_packages.pth").write_text("".join(f"{p}\n" for p in lent))
+            cmd: list[str | Path] = [sys.executable, "-m", "pip", "--python", python, "install", "--no-deps",
+                                     "--no-index", wheel]  # fmt: skip
+        else:
+            subprocess.run([sys.executable, "-m", "venv", root], check=True, timeout=120)
+            cmd = [python, "-m", "pip", "install", "--disable-pip-version-check", wheel]
+        proc = _run(cmd, cwd=root, env=_clean_env(root), timeout_s=600)
+        offline = "\n(offline? TOKENSTORM_WHEEL_DEPS=borrow lends this venv's packages)"
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:] + offline
+
+    return made_once(tmp_path_factory, testrun_uid, "venv", install)
 
 
 def _sysconfig(python: Path, key: str) -> str:
