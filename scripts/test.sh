@@ -44,6 +44,14 @@ if [ "$#" -gt 0 ]; then
   py "$@" || status=$?
 else
   jobs="${TOKENSTORM_TEST_JOBS:-$(( $(nproc) * 2 ))}"
+  # The e2e tier's vLLM servers start now, at nice 19: they take the CPU the parallel phase leaves idle (~20%) and
+  # are ready when the e2e tier adopts them, at normal priority again (which takes root: elsewhere the tier starts
+  # them itself, ~65 s). Stopped when this script ends, whatever its end.
+  if [ "$(id -u)" = 0 ]; then
+    export TOKENSTORM_E2E_SERVERS="$PWD/build/e2e-servers/servers.json"
+    trap '.venv/bin/python -m tests.e2e.servers stop build/e2e-servers' EXIT
+    .venv/bin/python -m tests.e2e.servers start build/e2e-servers
+  fi
   began=$SECONDS
   py -n "$jobs" -m "not serial and not e2e" tests/unit tests/integration || status=$?
   echo "tokenstorm tests: parallel phase ($jobs workers) took $(( SECONDS - began )) s"

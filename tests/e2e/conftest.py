@@ -1,10 +1,11 @@
-"""Starts real vLLM servers (CPU build) serving a tiny random-weight model made offline.
+"""Real vLLM servers (CPU build) serving a tiny random-weight model made offline (``tests/e2e/servers.py``).
 
 The vLLM venv is ``.venv-vllm`` (made by scripts/test.sh) or ``$TOKENSTORM_VLLM_PYTHON``;
 ``$TOKENSTORM_VLLM_URL`` points the tests at a server already running the tiny model as "tiny".
 The session's server (``vllm_server``) is shared by every e2e test; a stock one (no tool calling) and a tracing
-one (OTLP spans) serve the tests that ask for them. All start together; the session's server is stopped at the
-session's end, the other two after the module that used them.
+one (OTLP spans) serve the tests that ask for them. All start together (or were started by scripts/test.sh:
+``$TOKENSTORM_E2E_SERVERS``); the session's server is stopped at the session's end, the other two after the module
+that used them.
 """
 
 from __future__ import annotations
@@ -13,86 +14,77 @@ import contextlib
 import json
 import os
 import random
-import subprocess
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 
 from tests.conftest import free_port, run_locust
-
-ROOT = Path(__file__).resolve().parents[2]
-VLLM_PYTHON = Path(os.environ.get("TOKENSTORM_VLLM_PYTHON", ROOT / ".venv-vllm" / "bin" / "python"))
+from tests.e2e.servers import SERVERS, VLLM_PYTHON, ServerFailed, VllmServer, make_model
 
 
 @pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def prestarted() -> dict[str, Any] | None:
+    """The manifest of the servers scripts/test.sh started before its parallel phase, if it did."""
+    path = os.environ.get("TOKENSTORM_E2E_SERVERS")
+    return json.loads(Path(path).read_text()) if path and Path(path).exists() else None
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory, prestarted: dict[str, Any] | None) -> Path:
+    if prestarted is not None:
+        return Path(prestarted["model"])
     if not VLLM_PYTHON.exists():
         pytest.fail(
             f"the vLLM CPU build is not installed at {VLLM_PYTHON}: run `bash scripts/test.sh`, "
             "which installs it, or set TOKENSTORM_VLLM_PYTHON"
         )
-    out = tmp_path_factory.mktemp("tiny-model")
-    subprocess.run(
-        [str(VLLM_PYTHON), str(Path(__file__).with_name("make_tiny_model.py")), str(out)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    return out
-
-
-#: what the agent tests need: streamed tool calls (the hermes parser) and cached_tokens in every usage; and each
-#: request's own timing (queue, TTFT from scheduling, decode, mean ITL) in its final usage chunk (issue #29)
-TOOL_FLAGS = (
-    "--enable-auto-tool-choice",
-    "--tool-call-parser",
-    "hermes",
-    "--enable-prompt-tokens-details",
-    "--enable-per-request-metrics",
-)
+    return make_model(tmp_path_factory.mktemp("tiny-model"))
 
 
 @pytest.fixture(scope="session")
-def otlp_port() -> int:
+def otlp_port(prestarted: dict[str, Any] | None) -> int:
     """Where the tracing server sends its spans: tokenstorm's receiver (``--otlp-port``) in the OTLP test."""
-    return free_port()
+    return int(prestarted["otlp_port"]) if prestarted is not None else free_port()
 
 
-#: the servers the e2e tests ask for, by fixture: the flags each is started with (and its environment)
-SERVERS: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
-    "vllm_server": (TOOL_FLAGS, {}),
-    # vLLM as most people start it: no --enable-auto-tool-choice, no --tool-call-parser
-    "stock_vllm": ((), {}),
-    # vLLM exporting its spans as OTLP/HTTP protobuf to otlp_port, without --enable-per-request-metrics
-    "tracing_vllm": (("--otlp-traces-endpoint", "http://127.0.0.1:{otlp_port}/v1/traces"),
-                     {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"}),
-}  # fmt: skip
+def _ready(server: VllmServer) -> str:
+    try:
+        return server.ready()
+    except ServerFailed as exc:
+        pytest.fail(str(exc))
 
 
 @pytest.fixture(scope="session")
 def vllm_launches(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, otlp_port: int
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    otlp_port: int,
+    prestarted: dict[str, Any] | None,
 ) -> Iterator[dict[str, VllmServer]]:
     """Every server the session's tests use, started together when the first is asked for (a start is ~40 s,
-    mostly imports: side by side they overlap) and stopped at the session's end, or after the module that used
-    it. An idle server that has served takes ~1% of a core (1.15% over 20 s, measured here)."""
+    mostly imports: side by side they overlap) — or adopted from scripts/test.sh, at normal priority again — and
+    stopped at the session's end, or after the module that used it. An idle server that has served takes ~1% of a
+    core (1.15% over 20 s, measured here)."""
     wanted = {name for item in request.session.items for name in getattr(item, "fixturenames", ()) if name in SERVERS}
     if os.environ.get("TOKENSTORM_VLLM_URL"):
         wanted.discard("vllm_server")
     launches: dict[str, VllmServer] = {}
     try:
-        if wanted:
+        for name in sorted(wanted):
+            with contextlib.suppress(psutil.NoSuchProcess, KeyError, TypeError):  # none (left) to adopt: start one
+                launches[name] = VllmServer.adopt(**(prestarted or {})["servers"][name])
+                launches[name].normal_priority()
+                continue
+            flags, env_more = SERVERS[name]
+            flags = tuple(f.format(otlp_port=otlp_port) for f in flags)
             model = request.getfixturevalue("tiny_model")
-            for name in sorted(wanted):
-                flags, env_more = SERVERS[name]
-                flags = tuple(f.format(otlp_port=otlp_port) for f in flags)
-                launches[name] = VllmServer(model, tmp_path_factory.mktemp(f"{name}-log"), flags, env_more)
+            launches[name] = VllmServer(model, tmp_path_factory.mktemp(f"{name}-log"), flags, env_more)
         for launch in launches.values():  # none still starting (CPU-heavy) beside the first test
-            launch.ready()
+            _ready(launch)
         yield launches
     finally:
         for launch in launches.values():
@@ -106,12 +98,12 @@ def vllm_server(vllm_launches: dict[str, VllmServer]) -> str:
         # A server already running the tiny model as "tiny" (saves its start-up when iterating), started with
         # TOOL_FLAGS.
         return os.environ["TOKENSTORM_VLLM_URL"].rstrip("/")
-    return vllm_launches["vllm_server"].ready()
+    return _ready(vllm_launches["vllm_server"])
 
 
 def _for_the_module(launches: dict[str, VllmServer], name: str) -> Iterator[str]:
     """The server ``name`` until its module ends: the next module may time the session's server."""
-    yield launches[name].ready()
+    yield _ready(launches[name])
     launches[name].stop()
 
 
@@ -159,50 +151,6 @@ def served_vllm(vllm_server: str, prompts: Path, tmp_path_factory: pytest.TempPa
     )  # fmt: skip
     assert warm.returncode in (0, 5), warm.output[-3000:]
     return vllm_server
-
-
-class VllmServer:
-    """``vllm serve`` on the tiny model (as "tiny") with ``flags`` (and ``env_more`` in its environment), started
-    at once; :meth:`ready` waits for it to answer and gives its URL."""
-
-    def __init__(self, tiny_model: Path, log_dir: Path, flags: tuple[str, ...], env_more: dict[str, str]) -> None:
-        port = free_port()
-        self.url = f"http://127.0.0.1:{port}"
-        self.log_path = log_dir / "server.log"
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "TRANSFORMERS_OFFLINE": "1",
-               **env_more}  # fmt: skip
-        cmd = [str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_model),
-               "--served-model-name", "tiny", "--max-model-len", "4096", "--dtype", "bfloat16", "--enforce-eager",
-               "--host", "127.0.0.1", "--port", str(port), *flags]  # fmt: skip
-        with self.log_path.open("w") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-        self._ready = False
-
-    def ready(self) -> str:
-        deadline = time.monotonic() + 300
-        if self.proc.poll() is not None and self._ready:
-            pytest.fail(f"vLLM at {self.url} was stopped (or exited with {self.proc.returncode})")
-        while not self._ready:
-            if self.proc.poll() is not None:
-                pytest.fail(f"vLLM exited with {self.proc.returncode}:\n{self.log_path.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/v1/models", timeout=2) as resp:
-                    self._ready = resp.status == 200
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"vLLM not ready in 300 s:\n{self.log_path.read_text()[-3000:]}")
-            if not self._ready:
-                time.sleep(1)
-        return self.url
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def scrape(url: str) -> dict[str, float]:
