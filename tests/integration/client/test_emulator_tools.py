@@ -112,6 +112,7 @@ def _task(i: int) -> dict[str, str]:
     return {"role": "user", "content": f"task {i}: make the failing test pass"}
 
 
+@pytest.mark.serial  # a read checked against the emulator's truth to the millisecond
 def test_a_required_call_streams_as_vllm_does_and_the_truth_says_when_it_began_and_ended() -> None:
     with EmulatorProcess("--ttft-ms", "30", "--itl-ms", "5", "--seed", "7") as emu:
         conn = _connect(emu.url)
@@ -300,6 +301,7 @@ def test_a_small_cache_forgets_the_least_recently_used_prefix() -> None:
     assert cached[3] == (64 - other_blocks) * 16 < cached[1]
 
 
+@pytest.mark.serial  # a read checked against the emulator's truth to the millisecond
 def test_tokenstorms_client_records_what_the_emulator_streamed() -> None:
     with EmulatorProcess("--ttft-ms", "30", "--itl-ms", "5", "--seed", "3", "--tokens-per-chunk", "1") as emu:
         client = LlmClient(emu.url)
