@@ -29,7 +29,8 @@ EMULATOR_ARGS = "--ttft-ms 40 --itl-ms 4 --frontend-ms 3 --enable-per-request-me
 
 def test_metrics_port_serves_client_side_series_during_the_run(tmp_path: Path) -> None:
     port = free_port()
-    run = "--headless -u 6 -r 6 -t 18s --wait-time 0 --max-tokens 16 --report-every 3"
+    # scraped at 8 s; a snapshot is written every 3 s, so one exists by then, and the run goes on 4 s more
+    run = "--headless -u 6 -r 6 -t 12s --wait-time 0 --max-tokens 16 --report-every 3"
     proc = subprocess.Popen(
         [
             sys.executable,
