@@ -33,7 +33,7 @@ def test_agent_sessions_on_vllm_match_what_it_streamed_and_its_prefix_cache(vllm
             "agent.py", "--host", proxy.url, "--model", "tiny", "--agent-tool-choice", "required",
             "--agent-profiles", "coding", "--agent-steps", "3", "--agent-prompt-tokens", "700",
             "--agent-tool-result-tokens", RESULTS, "--agent-output-tokens", "48", "--agent-tool-time", "0",
-            "--wait-time", "0", "-u", "3", "-r", "3", "-t", "20s", "--stop-timeout", "60",
+            "--wait-time", "0", "-u", "3", "-r", "3", "-t", "6s", "--stop-timeout", "60",  # 450 answers in 20 s
             "--monitor-interval", "0.5",
         )  # fmt: skip
         after = scrape(vllm_server)

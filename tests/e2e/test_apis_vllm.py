@@ -30,13 +30,14 @@ pytestmark = pytest.mark.e2e
 MAX_TOKENS = 64
 _PROSE = "the supplier shall deliver goods within thirty days of the order date unless the buyer terminates"
 RESULTS = "read_file=200,search_code=80,list_directory=60,edit_file=20,run_command=80"
-#: single-turn chats back to back, 64 tokens each, 4 users for 10 s: ~150 answers, ~30 s with Locust's start
+#: single-turn chats back to back, 64 tokens each, 4 users for 5 s: ~140 answers (276–289 in 10 s here)
 CHAT_FLAGS = ("--chat-turns", "1", "--chat-think-time", "0-0", "--wait-time", "0", "--ignore-eos")
-CHAT_FLAGS += ("--timing-verdict", "fail", "--max-tokens", str(MAX_TOKENS), "-u", "4", "-r", "4", "-t", "10s")
-#: two-step coding sessions (a call, then its result) that fit the tiny model's 4,096 tokens, 3 users for 12 s
+CHAT_FLAGS += ("--timing-verdict", "fail", "--max-tokens", str(MAX_TOKENS), "-u", "4", "-r", "4", "-t", "5s")
+#: two-step coding sessions (a call, then its result) that fit the tiny model's 4,096 tokens, 3 users for 5 s
+#: (176 answers in 12 s here)
 AGENT_FLAGS = ("--agent-tool-choice", "required", "--agent-profiles", "coding", "--agent-steps", "2")
 AGENT_FLAGS += ("--agent-prompt-tokens", "600", "--agent-output-tokens", "96", "--agent-tool-time", "0")
-AGENT_FLAGS += ("--wait-time", "0", "-u", "3", "-r", "3", "-t", "12s", "--stop-timeout", "30")
+AGENT_FLAGS += ("--wait-time", "0", "-u", "3", "-r", "3", "-t", "5s", "--stop-timeout", "30")
 
 
 @pytest.fixture(scope="module")

@@ -68,7 +68,7 @@ def test_checks_fail_a_random_models_answers_as_what_it_streamed_says(vllm_serve
     try:
         run = locust_runner(
             "mixed.py", "--host", proxy.url, "--model", "tiny", "--weights", "contract=2,code=2,chat=1,agent=0",
-            "-u", "6", "-r", "6", "-t", "15s", "--max-tokens", "24", "--wait-time", "0",
+            "-u", "6", "-r", "6", "-t", "6s", "--max-tokens", "24", "--wait-time", "0",  # 15 s: 330 contract, 499 code
             "--contract-prompt-tokens", "uniform:400-900", "--code-prompt-tokens", "uniform:50-150",
             "--chat-think-time", "0", "--consistency-probes", "4", "--warmup", "2", "--slo", str(slo),
         )  # fmt: skip
