@@ -58,6 +58,20 @@ def _ready(server: VllmServer) -> str:
         pytest.fail(str(exc))
 
 
+def _adopted(prestarted: dict[str, Any] | None, name: str) -> VllmServer | None:
+    """The server ``name`` scripts/test.sh started, at normal priority again; None where there is none to adopt (not
+    started, stopped after its module before a rerun, its priority not to be raised): the tier starts one."""
+    server = None
+    try:
+        server = VllmServer.adopt(**(prestarted or {})["servers"][name])
+        server.normal_priority()
+        return server
+    except (psutil.Error, KeyError, TypeError, PermissionError, ServerFailed):
+        if server is not None:
+            server.stop()
+        return None
+
+
 @pytest.fixture(scope="session")
 def vllm_launches(
     request: pytest.FixtureRequest,
@@ -74,17 +88,17 @@ def vllm_launches(
         wanted.discard("vllm_server")
     launches: dict[str, VllmServer] = {}
     try:
-        for name in sorted(wanted):
-            with contextlib.suppress(psutil.NoSuchProcess, KeyError, TypeError):  # none (left) to adopt: start one
-                launches[name] = VllmServer.adopt(**(prestarted or {})["servers"][name])
-                launches[name].normal_priority()
-                continue
+        adopted = {name: server for name in sorted(wanted) if (server := _adopted(prestarted, name))}
+        for name in sorted(wanted - set(adopted)):
             flags, env_more = SERVERS[name]
             flags = tuple(f.format(otlp_port=otlp_port) for f in flags)
             model = request.getfixturevalue("tiny_model")
             launches[name] = VllmServer(model, tmp_path_factory.mktemp(f"{name}-log"), flags, env_more)
+        launches.update(adopted)
         for launch in launches.values():  # none still starting (CPU-heavy) beside the first test
             _ready(launch)
+        for server in adopted.values():  # a thread its start-up made from one not yet raised
+            server.normal_priority()
         yield launches
     finally:
         for launch in launches.values():

@@ -18,6 +18,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -90,22 +91,29 @@ class VllmServer:
         self._ready = False
 
     @classmethod
-    def adopt(cls, url: str, pid: int, log: str) -> VllmServer:
+    def adopt(cls, url: str, pid: int, log: str, created: float) -> VllmServer:
         """A server started by another process (``start``); ``psutil.NoSuchProcess`` if it no longer runs (a
-        module's server stopped after its module, when a test of it is run once more)."""
+        module's server stopped after its module, when a test of it is run once more) or its pid is another's."""
         server = cls.__new__(cls)
         server.url, server.log_path, server._popen, server._ready = url, Path(log), None, False
         server.proc = psutil.Process(pid)
-        if server._exited() or "vllm.entrypoints.openai.api_server" not in server.proc.cmdline():
-            raise psutil.NoSuchProcess(pid)  # its pid, now another process's
+        if server._exited() or server.proc.create_time() != created:
+            raise psutil.NoSuchProcess(pid)
         return server
 
     def normal_priority(self) -> None:
-        """Every thread of its processes back at nice 0 (``start`` lowered it; raising it again takes root)."""
-        for proc in (self.proc, *self.proc.children(recursive=True)):
-            for thread in proc.threads():
+        """Every thread of its processes back at nice 0 (``start`` lowered it; raising it again takes
+        CAP_SYS_NICE: ``PermissionError`` without). A thread inherits its creator's nice value: passes until none
+        is left at another."""
+        for _ in range(10):
+            lowered = [t.id for proc in (self.proc, *self.proc.children(recursive=True)) for t in proc.threads()
+                       if _nice(t.id) not in (None, 0)]  # fmt: skip
+            if not lowered:
+                return
+            for tid in lowered:
                 with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
-                    os.setpriority(os.PRIO_PROCESS, thread.id, 0)
+                    os.setpriority(os.PRIO_PROCESS, tid, 0)
+        raise ServerFailed(f"vLLM at {self.url}: threads still at a lowered priority after 10 passes")
 
     def _exited(self) -> bool:
         if self._popen is not None:
@@ -151,20 +159,47 @@ class VllmServer:
             self._popen.wait()
 
 
-def start(folder: Path, names: list[str], nice: int = 19) -> dict[str, object]:
-    """The model made and the servers ``names`` started (not waited for) at ``nice``; their manifest, also written
-    into ``folder``."""
-    model = make_model(folder / "model")
-    otlp_port = free_port()
-    servers = {}
+def _nice(tid: int) -> int | None:
+    try:
+        return os.getpriority(os.PRIO_PROCESS, tid)
+    except ProcessLookupError:
+        return None
+
+
+def can_raise_priority() -> bool:
+    """Whether this process may set a nice-19 process back to 0 (root with CAP_SYS_NICE; a container's root
+    usually lacks it)."""
+    child = subprocess.Popen(["sleep", "5"], preexec_fn=lambda: os.nice(19))
+    try:
+        os.setpriority(os.PRIO_PROCESS, child.pid, 0)
+        return True
+    except PermissionError:
+        return False
+    finally:
+        child.kill()
+        child.wait()
+
+
+def start(folder: Path, names: list[str], nice: int = 19) -> dict[str, Any]:
+    """The model made and the servers ``names`` started (not waited for) at ``nice``; their manifest, written into
+    ``folder`` after each start (what ``stop`` finds, however far it got)."""
+    manifest: dict[str, Any] = {"model": str(make_model(folder / "model")), "otlp_port": free_port(), "servers": {}}
     for name in names:
         flags, env_more = SERVERS[name]
-        flags = tuple(f.format(otlp_port=otlp_port) for f in flags)
-        server = VllmServer(model, folder / name, flags, env_more, nice=nice)
-        servers[name] = {"url": server.url, "pid": server.proc.pid, "log": str(server.log_path)}
-    manifest = {"model": str(model), "otlp_port": otlp_port, "servers": servers}
-    (folder / MANIFEST).write_text(json.dumps(manifest, indent=1))
+        flags = tuple(f.format(otlp_port=manifest["otlp_port"]) for f in flags)
+        server = VllmServer(Path(manifest["model"]), folder / name, flags, env_more, nice=nice)
+        manifest["servers"][name] = {"url": server.url, "pid": server.proc.pid, "log": str(server.log_path),
+                                     "created": server.proc.create_time()}  # fmt: skip
+        (folder / MANIFEST).write_text(json.dumps(manifest, indent=1))
     return manifest
+
+
+def wait(folder: Path) -> None:
+    """Every server of ``folder``'s manifest answering (one that exited is left to the e2e tier to replace)."""
+    path = folder / MANIFEST
+    for entry in json.loads(path.read_text())["servers"].values() if path.exists() else ():
+        with contextlib.suppress(psutil.Error, ServerFailed):
+            VllmServer.adopt(**entry).ready()
 
 
 def stop(folder: Path) -> None:
@@ -173,21 +208,27 @@ def stop(folder: Path) -> None:
     if not path.exists():
         return
     for entry in json.loads(path.read_text())["servers"].values():
-        with contextlib.suppress(psutil.NoSuchProcess):  # stopped already
+        with contextlib.suppress(psutil.Error):  # stopped already (or its pid another process's)
             VllmServer.adopt(**entry).stop()
     path.unlink()
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[0] not in ("start", "stop"):
-        print("usage: python -m tests.e2e.servers start|stop DIR", file=sys.stderr)
+    if len(argv) != 2 or argv[0] not in ("start", "wait", "stop"):
+        print("usage: python -m tests.e2e.servers start|wait|stop DIR", file=sys.stderr)
         return 2
     folder = Path(argv[1]).resolve()
-    if argv[0] == "stop":
-        stop(folder)
+    if argv[0] != "start":
+        (stop if argv[0] == "stop" else wait)(folder)
         return 0
     folder.mkdir(parents=True, exist_ok=True)
     stop(folder)  # what a run that was killed left running
+    if not can_raise_priority():
+        print(
+            "tokenstorm tests: the e2e tier starts its vLLM servers itself (their priority could not be raised"
+            " again after nice 19: no CAP_SYS_NICE)"
+        )
+        return 0
     # A server named by $TOKENSTORM_VLLM_URL is used instead of the session's own (as the conftest does)
     names = [n for n in SERVERS if not (n == "vllm_server" and os.environ.get("TOKENSTORM_VLLM_URL"))]
     manifest = start(folder, names)
