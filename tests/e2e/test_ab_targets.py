@@ -37,7 +37,7 @@ def test_ab_run_keeps_each_targets_timings_apart_on_a_real_server(
         run = locust_runner(
             "chat.py", "--model", "tiny", "--targets", f"vllm={vllm_server},emu={emu.url}", "--chat-turns", "1",
             "--chat-think-time", "0-0", "--wait-time", "0", "--max-tokens", str(MAX_TOKENS), "--ignore-eos",
-            "-u", "4", "-r", "4", "-t", "6s", "--monitor-interval", "0.5",  # 616 answers in 12 s
+            "-u", "4", "-r", "4", "-t", "12s", "--monitor-interval", "0.5",
         )  # fmt: skip
     after = scrape(vllm_server)
     # The default SLO may break on the slow lane (1). The emulator shares the 2 cores with vLLM and

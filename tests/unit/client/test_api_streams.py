@@ -292,7 +292,8 @@ def test_an_error_event_mid_stream_fails_the_record_as_an_error_event_and_keeps_
     record, _ = _complete(_serve([*blocks[: first + 3], error]), _api(name))
     assert (record.ok, record.error_category) == (False, "error_event")
     assert record.error_detail is not None and "engine died" in record.error_detail
-    assert record.token_events == 3 and record.ttft_s is not None and record.ttft_s < record.e2e_s  # type: ignore[operator]
+    # (the first token no later than the end: a busy machine may read the three events and the error in one read)
+    assert record.token_events == 3 and record.ttft_s is not None and record.ttft_s <= record.e2e_s  # type: ignore[operator]
 
 
 @pytest.mark.parametrize("name", ["messages_text_0.32_cpu.sse", "responses_text_0.32_cpu.sse"])
